@@ -1,0 +1,169 @@
+//! API errors as the real server reports them: a `metav1.Status` body with code and reason.
+
+use serde_json::{Value, json};
+
+use crate::resources::ResourceType;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+    /// Seconds for a `Retry-After` header (429 and injected faults).
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            retry_after: None,
+        }
+    }
+
+    fn with_details(mut self, rt: &ResourceType, name: &str) -> Self {
+        let mut details = json!({ "name": name, "kind": rt.plural });
+        if !rt.group.is_empty() {
+            details["group"] = json!(rt.group);
+        }
+        self.details = Some(details);
+        self
+    }
+
+    pub fn not_found(rt: &ResourceType, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", rt.qualified_name()),
+        )
+        .with_details(rt, name)
+    }
+
+    pub fn already_exists(rt: &ResourceType, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", rt.qualified_name()),
+        )
+        .with_details(rt, name)
+    }
+
+    /// Optimistic-concurrency failure, worded as the real server words it.
+    pub fn conflict(rt: &ResourceType, name: &str, why: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                rt.qualified_name()
+            ),
+        )
+        .with_details(rt, name)
+    }
+
+    pub fn stale(rt: &ResourceType, name: &str) -> Self {
+        Self::conflict(
+            rt,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 422 with one field cause, as validation failures are reported.
+    pub fn invalid(rt: &ResourceType, name: &str, field: &str, detail: &str) -> Self {
+        let mut err = Self::new(
+            422,
+            "Invalid",
+            format!("{} \"{name}\" is invalid: {field}: {detail}", rt.kind),
+        );
+        let mut details = json!({
+            "name": name,
+            "kind": rt.kind,
+            "causes": [{ "reason": "FieldValueInvalid", "message": detail, "field": field }],
+        });
+        if !rt.group.is_empty() {
+            details["group"] = json!(rt.group);
+        }
+        err.details = Some(details);
+        err
+    }
+
+    pub fn gone(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
+    pub fn method_not_allowed() -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+    }
+
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml; got {content_type}"
+            ),
+        )
+    }
+
+    /// The reason the real server uses for each status code, for injected faults.
+    pub fn for_code(code: u16, message: impl Into<String>) -> Self {
+        let reason = match code {
+            400 => "BadRequest",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "NotFound",
+            405 => "MethodNotAllowed",
+            409 => "Conflict",
+            410 => "Expired",
+            422 => "Invalid",
+            429 => "TooManyRequests",
+            503 => "ServiceUnavailable",
+            504 => "Timeout",
+            _ => "InternalError",
+        };
+        Self::new(code, reason, message)
+    }
+
+    /// The `metav1.Status` body.
+    pub fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(details) = &self.details {
+            status["details"] = details.clone();
+        }
+        if let Some(secs) = self.retry_after {
+            let details = status["details"]
+                .as_object_mut()
+                .map(|d| d.clone())
+                .unwrap_or_default();
+            let mut details = Value::Object(details);
+            details["retryAfterSeconds"] = json!(secs);
+            status["details"] = details;
+        }
+        status
+    }
+}

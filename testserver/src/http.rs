@@ -1,0 +1,589 @@
+//! The HTTP face of the server: URL routing as the real API server lays it out, discovery,
+//! fault injection, the request log, and streaming watches.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use rand::Rng;
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::faults::{Faults, RequestInfo, RequestRecord};
+use crate::resources::ResourceType;
+use crate::store::{
+    DeleteOptions, ListOptions, PatchType, Propagation, Store, Subresource, WriteOptions,
+};
+
+/// Reported by `/version`: the Kubernetes release the server imitates.
+pub const KUBERNETES_VERSION: (&str, &str) = ("1", "36");
+
+pub(crate) struct Shared {
+    pub store: Arc<Store>,
+    pub faults: Arc<Faults>,
+    pub addr: SocketAddr,
+}
+
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    Router::new().fallback(handle).with_state(shared)
+}
+
+type Query = Vec<(String, String)>;
+
+fn param<'a>(query: &'a Query, key: &str) -> Option<&'a str> {
+    query
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+fn flag(query: &Query, key: &str) -> bool {
+    matches!(param(query, key), Some("true" | "1"))
+}
+
+fn json_response(code: u16, body: &Value) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn error_response(err: &ApiError) -> Response {
+    let mut resp = json_response(err.code, &err.to_status());
+    if let Some(secs) = err.retry_after
+        && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+    {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    resp
+}
+
+/// A resource URL split into its parts.
+struct ResourcePath {
+    group: String,
+    version: String,
+    namespace: Option<String>,
+    resource: String,
+    name: Option<String>,
+    subresource: Option<String>,
+}
+
+enum Route {
+    Version,
+    Health,
+    CoreVersions,
+    Groups,
+    Group(String),
+    Resources(String, String),
+    Resource(ResourcePath),
+    Unknown,
+}
+
+fn route(path: &str) -> Route {
+    let segs: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["version"] => return Route::Version,
+        ["healthz" | "livez" | "readyz", ..] => return Route::Health,
+        ["api"] => return Route::CoreVersions,
+        ["apis"] => return Route::Groups,
+        ["apis", g] => return Route::Group(g.to_string()),
+        ["api", v] => return Route::Resources(String::new(), v.to_string()),
+        ["apis", g, v] => return Route::Resources(g.to_string(), v.to_string()),
+        ["api", v, rest @ ..] => (String::new(), v.to_string(), rest),
+        ["apis", g, v, rest @ ..] => (g.to_string(), v.to_string(), rest),
+        _ => return Route::Unknown,
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, resource, tail @ ..] if !matches!(*resource, "status" | "finalize") => {
+            (Some(ns.to_string()), [&[*resource][..], tail].concat())
+        }
+        other => (None, other.to_vec()),
+    };
+    match rest.as_slice() {
+        [resource, tail @ ..] if tail.len() <= 2 => Route::Resource(ResourcePath {
+            group,
+            version,
+            namespace,
+            resource: resource.to_string(),
+            name: tail.first().map(|s| s.to_string()),
+            subresource: tail.get(1).map(|s| s.to_string()),
+        }),
+        _ => Route::Unknown,
+    }
+}
+
+fn verb_of(method: &Method, path: &ResourcePath, query: &Query) -> &'static str {
+    match (method.as_str(), path.name.is_some()) {
+        ("GET", true) => "get",
+        ("GET", false) if flag(query, "watch") => "watch",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+/// The field manager the real server derives when none is given: the user agent up to `/`.
+fn default_field_manager(user_agent: &str) -> String {
+    let manager = user_agent.split('/').next().unwrap_or_default();
+    if manager.is_empty() {
+        "unknown".into()
+    } else {
+        manager.into()
+    }
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let query: Query = form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let user_agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string();
+    let route = route(uri.path());
+    let info = match &route {
+        Route::Resource(p) => RequestInfo {
+            verb: verb_of(&method, p, &query).into(),
+            group: p.group.clone(),
+            resource: p.resource.clone(),
+            subresource: p.subresource.clone().unwrap_or_default(),
+            namespace: p.namespace.clone().unwrap_or_default(),
+            name: p.name.clone().unwrap_or_default(),
+        },
+        _ => RequestInfo {
+            verb: "discovery".into(),
+            ..Default::default()
+        },
+    };
+    let parsed_body: Option<Value> = if body.is_empty() {
+        None
+    } else if content_type.starts_with("application/apply-patch+yaml") {
+        serde_yaml_ng::from_slice(&body).ok()
+    } else {
+        serde_json::from_slice(&body).ok()
+    };
+
+    let verdict = shared.faults.check(&info, &user_agent);
+    if !verdict.latency.is_zero() {
+        tokio::time::sleep(verdict.latency).await;
+    }
+    let response = match verdict.error {
+        Some((code, retry_after)) => {
+            let mut err = ApiError::for_code(code, format!("injected fault: {code}"));
+            err.retry_after = retry_after;
+            error_response(&err)
+        }
+        None => {
+            let ctx = RequestContext {
+                shared: &shared,
+                method: &method,
+                query: &query,
+                user_agent: &user_agent,
+                content_type: &content_type,
+                raw_body: &body,
+                body: parsed_body.as_ref(),
+            };
+            match dispatch(&ctx, route, &info) {
+                Ok(resp) => resp,
+                Err(err) => error_response(&err),
+            }
+        }
+    };
+    let record_body = matches!(
+        info.verb.as_str(),
+        "create" | "update" | "patch" | "delete" | "deletecollection"
+    )
+    .then(|| parsed_body.clone())
+    .flatten();
+    shared.faults.record(RequestRecord {
+        info,
+        method: method.to_string(),
+        path: uri.path().to_string(),
+        query: uri.query().unwrap_or_default().to_string(),
+        user_agent,
+        body: record_body,
+        code: response.status().as_u16(),
+        at: Instant::now(),
+    });
+    response
+}
+
+struct RequestContext<'a> {
+    shared: &'a Shared,
+    method: &'a Method,
+    query: &'a Query,
+    user_agent: &'a str,
+    content_type: &'a str,
+    raw_body: &'a Bytes,
+    body: Option<&'a Value>,
+}
+
+impl RequestContext<'_> {
+    fn body(&self) -> Result<Value, ApiError> {
+        match self.body {
+            Some(v) => Ok(v.clone()),
+            None if self.raw_body.is_empty() => {
+                Err(ApiError::bad_request("the request body is empty"))
+            }
+            None => Err(ApiError::bad_request(format!(
+                "the body of the request could not be decoded as {}",
+                self.content_type
+            ))),
+        }
+    }
+
+    fn write_options(&self) -> WriteOptions {
+        WriteOptions {
+            dry_run: param(self.query, "dryRun") == Some("All"),
+            field_manager: param(self.query, "fieldManager")
+                .map(String::from)
+                .unwrap_or_else(|| default_field_manager(self.user_agent)),
+            force: flag(self.query, "force"),
+        }
+    }
+
+    fn list_options(&self) -> ListOptions {
+        let q = self.query;
+        ListOptions {
+            label_selector: param(q, "labelSelector").map(String::from),
+            field_selector: param(q, "fieldSelector").map(String::from),
+            limit: param(q, "limit").and_then(|l| l.parse().ok()),
+            continue_token: param(q, "continue")
+                .filter(|c| !c.is_empty())
+                .map(String::from),
+            resource_version: param(q, "resourceVersion").map(String::from),
+            resource_version_match: param(q, "resourceVersionMatch").map(String::from),
+            allow_watch_bookmarks: flag(q, "allowWatchBookmarks"),
+            send_initial_events: param(q, "sendInitialEvents").map(|v| v == "true"),
+        }
+    }
+
+    fn delete_options(&self) -> DeleteOptions {
+        let body = self.body.cloned().unwrap_or(Value::Null);
+        let text = |key: &str| {
+            body[key]
+                .as_str()
+                .map(String::from)
+                .or_else(|| param(self.query, key).map(String::from))
+        };
+        let propagation = match text("propagationPolicy").as_deref() {
+            Some("Orphan") => Propagation::Orphan,
+            Some("Foreground") => Propagation::Foreground,
+            _ if body["orphanDependents"] == json!(true) => Propagation::Orphan,
+            _ => Propagation::Background,
+        };
+        DeleteOptions {
+            dry_run: param(self.query, "dryRun") == Some("All")
+                || body["dryRun"]
+                    .as_array()
+                    .is_some_and(|d| d.iter().any(|v| v == "All")),
+            propagation,
+            precondition_uid: body["preconditions"]["uid"].as_str().map(String::from),
+            precondition_resource_version: body["preconditions"]["resourceVersion"]
+                .as_str()
+                .map(String::from),
+            grace_period_seconds: body["gracePeriodSeconds"]
+                .as_i64()
+                .or_else(|| param(self.query, "gracePeriodSeconds").and_then(|g| g.parse().ok())),
+        }
+    }
+
+    fn patch_type(&self) -> Result<PatchType, ApiError> {
+        let ct = self
+            .content_type
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim();
+        match ct {
+            "application/json-patch+json" => Ok(PatchType::Json),
+            "application/merge-patch+json" => Ok(PatchType::Merge),
+            "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
+            "application/apply-patch+yaml" => Ok(PatchType::Apply),
+            other => Err(ApiError::unsupported_media_type(other)),
+        }
+    }
+}
+
+fn dispatch(
+    ctx: &RequestContext<'_>,
+    route: Route,
+    info: &RequestInfo,
+) -> Result<Response, ApiError> {
+    let store = &ctx.shared.store;
+    match route {
+        Route::Version => Ok(json_response(200, &version_info())),
+        Route::Health => Ok((StatusCode::OK, "ok").into_response()),
+        Route::CoreVersions => Ok(json_response(
+            200,
+            &json!({
+                "kind": "APIVersions",
+                "versions": ["v1"],
+                "serverAddressByClientCIDRs": [
+                    { "clientCIDR": "0.0.0.0/0", "serverAddress": ctx.shared.addr.to_string() }
+                ],
+            }),
+        )),
+        Route::Groups => Ok(json_response(200, &group_list(&store.types()))),
+        Route::Group(g) => group_list(&store.types())["groups"]
+            .as_array()
+            .and_then(|groups| groups.iter().find(|x| x["name"] == g.as_str()).cloned())
+            .map(|mut group| {
+                group["kind"] = json!("APIGroup");
+                group["apiVersion"] = json!("v1");
+                json_response(200, &group)
+            })
+            .ok_or_else(|| {
+                ApiError::new(
+                    404,
+                    "NotFound",
+                    "the server could not find the requested resource",
+                )
+            }),
+        Route::Resources(g, v) => {
+            let types: Vec<ResourceType> = store
+                .types()
+                .into_iter()
+                .filter(|t| t.group == g && t.version == v)
+                .collect();
+            if types.is_empty() {
+                return Err(ApiError::new(
+                    404,
+                    "NotFound",
+                    "the server could not find the requested resource",
+                ));
+            }
+            let group_version = if g.is_empty() { v } else { format!("{g}/{v}") };
+            let resources: Vec<Value> = types.iter().flat_map(|t| t.discovery_entries()).collect();
+            Ok(json_response(
+                200,
+                &json!({
+                    "kind": "APIResourceList",
+                    "apiVersion": "v1",
+                    "groupVersion": group_version,
+                    "resources": resources,
+                }),
+            ))
+        }
+        Route::Resource(path) => resource_request(ctx, &path, info),
+        Route::Unknown => Err(ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )),
+    }
+}
+
+fn version_info() -> Value {
+    let (major, minor) = KUBERNETES_VERSION;
+    json!({
+        "major": major,
+        "minor": minor,
+        "gitVersion": format!("v{major}.{minor}.0-testserver"),
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "none",
+        "compiler": "rustc",
+        "platform": "linux/amd64",
+    })
+}
+
+fn group_list(types: &[ResourceType]) -> Value {
+    let mut groups: Vec<(String, String)> = types
+        .iter()
+        .filter(|t| !t.group.is_empty())
+        .map(|t| (t.group.clone(), t.version.clone()))
+        .collect();
+    groups.sort();
+    groups.dedup();
+    let groups: Vec<Value> = groups
+        .into_iter()
+        .map(|(g, v)| {
+            let gv = json!({ "groupVersion": format!("{g}/{v}"), "version": v });
+            json!({ "name": g, "versions": [gv.clone()], "preferredVersion": gv })
+        })
+        .collect();
+    json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups })
+}
+
+fn resource_request(
+    ctx: &RequestContext<'_>,
+    path: &ResourcePath,
+    info: &RequestInfo,
+) -> Result<Response, ApiError> {
+    let store = &ctx.shared.store;
+    let not_found = || {
+        ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    };
+    let rt = store
+        .resource_type(&path.group, &path.resource)
+        .filter(|rt| rt.version == path.version)
+        .ok_or_else(not_found)?;
+    if path.namespace.is_some() && !rt.namespaced {
+        return Err(not_found());
+    }
+    let ns = path.namespace.clone().unwrap_or_default();
+    let name = path.name.clone().unwrap_or_default();
+    if rt.namespaced && path.namespace.is_none() && !matches!(info.verb.as_str(), "list" | "watch")
+    {
+        return Err(not_found());
+    }
+    let sub = match path.subresource.as_deref() {
+        None => Subresource::Main,
+        Some("status") if rt.status => Subresource::Status,
+        Some("scale") if rt.scale.is_some() => return scale_request(ctx, &rt, &ns, &name),
+        Some(_) => return Err(not_found()),
+    };
+    let ns_filter = path.namespace.as_deref();
+    match info.verb.as_str() {
+        "get" => Ok(json_response(200, &*store.get(&rt, &ns, &name)?)),
+        "list" => Ok(json_response(
+            200,
+            &store.list(&rt, ns_filter, &ctx.list_options())?,
+        )),
+        "watch" => watch_response(ctx, &rt, ns_filter),
+        "create" if sub == Subresource::Main && path.name.is_none() => {
+            let created = store.create(&rt, &ns, ctx.body()?, &ctx.write_options())?;
+            Ok(json_response(201, &created))
+        }
+        "update" => Ok(json_response(
+            200,
+            &*store.update(&rt, &ns, &name, ctx.body()?, sub, &ctx.write_options())?,
+        )),
+        "patch" => {
+            let ty = ctx.patch_type()?;
+            let opts = ctx.write_options();
+            if ty == PatchType::Apply && param(ctx.query, "fieldManager").is_none() {
+                return Err(ApiError::bad_request(
+                    "PATCH requests with apply content type must have a fieldManager",
+                ));
+            }
+            let (obj, created) = store.patch(&rt, &ns, &name, ty, &ctx.body()?, sub, &opts)?;
+            Ok(json_response(if created { 201 } else { 200 }, &obj))
+        }
+        "delete" if sub == Subresource::Main => Ok(json_response(
+            200,
+            &*store.delete(&rt, &ns, &name, &ctx.delete_options())?,
+        )),
+        "deletecollection" => Ok(json_response(
+            200,
+            &store.delete_collection(&rt, ns_filter, &ctx.list_options(), &ctx.delete_options())?,
+        )),
+        _ => Err(ApiError::method_not_allowed()),
+    }
+}
+
+fn scale_request(
+    ctx: &RequestContext<'_>,
+    rt: &ResourceType,
+    ns: &str,
+    name: &str,
+) -> Result<Response, ApiError> {
+    let store = &ctx.shared.store;
+    match ctx.method.as_str() {
+        "GET" => Ok(json_response(200, &store.get_scale(rt, ns, name)?)),
+        "PUT" => Ok(json_response(
+            200,
+            &store.update_scale(rt, ns, name, ctx.body()?, &ctx.write_options())?,
+        )),
+        "PATCH" => {
+            let mut scale = store.get_scale(rt, ns, name)?;
+            let body = ctx.body()?;
+            match ctx.patch_type()? {
+                PatchType::Json => {
+                    let ops: json_patch::Patch = serde_json::from_value(body.clone())
+                        .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
+                    json_patch::patch(&mut scale, &ops)
+                        .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
+                }
+                _ => json_patch::merge(&mut scale, &body),
+            }
+            // The patch body decides optimistic locking, not the fetched Scale.
+            if body["metadata"]["resourceVersion"].is_null()
+                && let Some(m) = scale["metadata"].as_object_mut()
+            {
+                m.remove("resourceVersion");
+            }
+            Ok(json_response(
+                200,
+                &store.update_scale(rt, ns, name, scale, &ctx.write_options())?,
+            ))
+        }
+        _ => Err(ApiError::method_not_allowed()),
+    }
+}
+
+/// How long a watch lasts when the client gives no timeoutSeconds: the real server picks a
+/// random span between its minimum request timeout (30 min) and twice that.
+fn default_watch_timeout() -> Duration {
+    Duration::from_secs(rand::rng().random_range(1800..3600))
+}
+
+fn watch_response(
+    ctx: &RequestContext<'_>,
+    rt: &ResourceType,
+    ns: Option<&str>,
+) -> Result<Response, ApiError> {
+    let timeout = param(ctx.query, "timeoutSeconds")
+        .and_then(|t| t.parse().ok())
+        .map(Duration::from_secs)
+        .unwrap_or_else(default_watch_timeout);
+    let rx = ctx.shared.store.watch(rt, ns, &ctx.list_options())?;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let stream = futures::stream::unfold((rx, false), move |(mut rx, done)| async move {
+        if done {
+            return None;
+        }
+        let frame = tokio::select! {
+            frame = rx.recv() => frame?,
+            _ = tokio::time::sleep_until(deadline) => return None,
+        };
+        if let Some(at) = frame.deliver_at {
+            tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+        }
+        Some((Ok::<_, Infallible>(frame.bytes), (rx, frame.last)))
+    });
+    Ok((
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-cache, private"),
+        ],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}
