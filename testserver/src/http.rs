@@ -85,6 +85,8 @@ enum Route {
     Group(String),
     Resources(String, String),
     Resource(ResourcePath),
+    OpenApiIndex,
+    OpenApiGroupVersion(String),
     Unknown,
 }
 
@@ -98,6 +100,8 @@ fn route(path: &str) -> Route {
         ["version"] => return Route::Version,
         ["healthz" | "livez" | "readyz", ..] => return Route::Health,
         ["api"] => return Route::CoreVersions,
+        ["openapi", "v3"] => return Route::OpenApiIndex,
+        ["openapi", "v3", rest @ ..] => return Route::OpenApiGroupVersion(rest.join("/")),
         ["apis"] => return Route::Groups,
         ["apis", g] => return Route::Group(g.to_string()),
         ["api", v] => return Route::Resources(String::new(), v.to_string()),
@@ -395,6 +399,11 @@ fn dispatch(
             ))
         }
         Route::Resource(path) => resource_request(ctx, &path, info),
+        Route::OpenApiIndex => Ok(json_response(200, &openapi_index(&store.types()))),
+        Route::OpenApiGroupVersion(gv) => Ok(json_response(
+            200,
+            &openapi_group_version(&store.types(), &gv),
+        )),
         Route::Unknown => Err(ApiError::new(
             404,
             "NotFound",
@@ -434,6 +443,51 @@ fn group_list(types: &[ResourceType]) -> Value {
         })
         .collect();
     json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups })
+}
+
+/// The path of a group-version in the OpenAPI v3 index: `api/v1` or `apis/<group>/<version>`.
+fn openapi_gv_path(rt: &ResourceType) -> String {
+    if rt.group.is_empty() {
+        format!("api/{}", rt.version)
+    } else {
+        format!("apis/{}/{}", rt.group, rt.version)
+    }
+}
+
+/// Just enough OpenAPI v3 for kubectl: it learns that every type accepts the `fieldValidation`
+/// parameter, so it validates server-side instead of downloading full schemas.
+fn openapi_index(types: &[ResourceType]) -> Value {
+    let paths: serde_json::Map<String, Value> = types
+        .iter()
+        .map(|rt| {
+            let path = openapi_gv_path(rt);
+            let url = json!({ "serverRelativeURL": format!("/openapi/v3/{path}") });
+            (path, url)
+        })
+        .collect();
+    json!({ "paths": paths })
+}
+
+fn openapi_group_version(types: &[ResourceType], gv: &str) -> Value {
+    let paths: serde_json::Map<String, Value> = types
+        .iter()
+        .filter(|rt| openapi_gv_path(rt) == gv)
+        .map(|rt| {
+            let scope = if rt.namespaced { "namespaces/{namespace}/" } else { "" };
+            let operation = json!({
+                "x-kubernetes-group-version-kind": { "group": rt.group, "version": rt.version, "kind": rt.kind },
+                "parameters": [{ "name": "fieldValidation", "in": "query", "schema": { "type": "string" } }],
+                "responses": {},
+            });
+            (format!("/{gv}/{scope}{}/{{name}}", rt.plural), json!({ "patch": operation }))
+        })
+        .collect();
+    json!({
+        "openapi": "3.0.0",
+        "info": { "title": "Kubernetes", "version": "v1.36.0" },
+        "paths": paths,
+        "components": { "schemas": {} },
+    })
 }
 
 fn resource_request(
@@ -492,7 +546,7 @@ fn resource_request(
                     "PATCH requests with apply content type must have a fieldManager",
                 ));
             }
-            let (obj, created) = store.patch(&rt, &ns, &name, ty, &ctx.body()?, sub, &opts)?;
+            let (obj, created) = store.patch(&rt, &ns, &name, (ty, &ctx.body()?), sub, &opts)?;
             Ok(json_response(if created { 201 } else { 200 }, &obj))
         }
         "delete" if sub == Subresource::Main => Ok(json_response(

@@ -109,7 +109,22 @@ struct Watcher {
     labels: LabelSelector,
     fields: FieldSelector,
     bookmarks: bool,
+    /// Injected delivery latency.
+    delay: Option<Duration>,
     tx: mpsc::UnboundedSender<Frame>,
+}
+
+impl Watcher {
+    fn send(&self, bytes: Bytes, last: bool) -> bool {
+        let deliver_at = self.delay.map(|d| Instant::now() + d);
+        self.tx
+            .send(Frame {
+                bytes,
+                deliver_at,
+                last,
+            })
+            .is_ok()
+    }
 }
 
 struct Stored {
@@ -505,12 +520,7 @@ impl State {
             let bytes = cache[slot]
                 .get_or_insert_with(|| frame(ty.as_str(), body))
                 .clone();
-            w.tx.send(Frame {
-                bytes,
-                deliver_at: None,
-                last: false,
-            })
-            .is_ok()
+            w.send(bytes, false)
         });
     }
 
@@ -1090,11 +1100,16 @@ impl Store {
     pub fn set_watch_delay(&self, group: &str, plural: &str, delay: Duration) {
         let mut st = self.lock();
         let key = format!("{group}/{plural}");
-        if delay.is_zero() {
-            st.watch_delays.remove(&key);
-        } else {
-            st.watch_delays.insert(key, delay);
+        let delay = (!delay.is_zero()).then_some(delay);
+        if let Some(coll) = st.collections.get_mut(&key) {
+            for w in &mut coll.watchers {
+                w.delay = delay;
+            }
         }
+        match delay {
+            Some(d) => st.watch_delays.insert(key, d),
+            None => st.watch_delays.remove(&key),
+        };
     }
 
     /// Sends a BOOKMARK with the current resourceVersion to every watch that asked for them.
@@ -1107,16 +1122,8 @@ impl Store {
                 "BOOKMARK",
                 &json!({ "kind": coll.rt.kind, "apiVersion": coll.rt.api_version(), "metadata": { "resourceVersion": rv } }),
             );
-            coll.watchers.retain(|w| {
-                !w.bookmarks
-                    || w.tx
-                        .send(Frame {
-                            bytes: bookmark.clone(),
-                            deliver_at: None,
-                            last: false,
-                        })
-                        .is_ok()
-            });
+            coll.watchers
+                .retain(|w| !w.bookmarks || w.send(bookmark.clone(), false));
         }
     }
 
@@ -1222,19 +1229,16 @@ impl Store {
         let delay = st.watch_delays.get(&type_key).copied();
         let (tx, rx) = mpsc::unbounded_channel();
         let watcher = Watcher {
+            delay,
             namespace: ns.map(String::from),
             labels,
             fields,
             bookmarks: opts.allow_watch_bookmarks,
-            tx: tx.clone(),
+            tx,
         };
         let kind = rt.kind.clone();
         let send = |bytes: Bytes, last: bool| {
-            let _ = tx.send(Frame {
-                bytes,
-                deliver_at: delay.map(|d| Instant::now() + d),
-                last,
-            });
+            watcher.send(bytes, last);
         };
         let rv_param = opts.resource_version.as_deref().unwrap_or_default();
         let initial = opts
@@ -1355,8 +1359,7 @@ impl Store {
         rt: &ResourceType,
         ns: &str,
         name: &str,
-        ty: PatchType,
-        body: &Value,
+        (ty, body): (PatchType, &Value),
         sub: Subresource,
         opts: &WriteOptions,
     ) -> Result<(Arc<Value>, bool), ApiError> {

@@ -80,7 +80,13 @@ async fn kubectl_get_and_apply_work() {
     write("three");
     kubectl(
         server.kubeconfig_path(),
-        &["apply", "--server-side", "-f", manifest.to_str().unwrap()],
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            manifest.to_str().unwrap(),
+        ],
     )
     .await;
     assert_eq!(
