@@ -1,1 +1,42 @@
-fn main() {}
+use std::process::ExitCode;
+
+use clap::Parser;
+use kcm::cli::{LogFormat, Options};
+use tracing_subscriber::EnvFilter;
+
+/// klog-style verbosity: 0 is info, 2+ adds debug, 4+ adds trace; RUST_LOG overrides.
+fn init_logging(format: LogFormat, verbosity: u8) {
+    let default = match verbosity {
+        0 | 1 => "info",
+        2 | 3 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let options = Options::parse();
+    let settings = match options.validate() {
+        Ok(settings) => settings,
+        Err(err) => {
+            eprintln!("kcm: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(settings.log_format, settings.verbosity);
+    match kcm::app::run(settings).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!(error = %err, "kcm stopped");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Wires the process: client → HTTP → leader election → controllers → shutdown.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::future::join_all;
+use kube::Client;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{Controller, Settings};
+use crate::controllers::{Context, ControllerEntry};
+use crate::runtime::client::{ClientError, build_client, load_config};
+use crate::runtime::http;
+use crate::runtime::informer::Informers;
+use crate::runtime::leader::{LeaderElectionConfig, LeaderElector};
+use crate::runtime::metrics::Metrics;
+
+/// Every controller kcm has. Adding one is one line here.
+const CONTROLLERS: &[ControllerEntry] = &[crate::controllers::ttl::ENTRY];
+
+/// How long in-flight reconciles may take to finish after SIGTERM.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("leader election: {0}")]
+    Leader(String),
+    #[error("controller {0} failed: {1}")]
+    Controller(&'static str, String),
+}
+
+/// Controllers kcm does not implement yet, for the startup log and the README table.
+pub fn not_built(selected: &[Controller]) -> Vec<Controller> {
+    selected
+        .iter()
+        .copied()
+        .filter(|c| !CONTROLLERS.iter().any(|e| e.controller == *c))
+        .collect()
+}
+
+/// `hostname_uuid`, upstream's leader identity.
+fn identity() -> String {
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    format!("{host}_{}", uuid::Uuid::new_v4())
+}
+
+/// Resolves when SIGTERM or SIGINT arrives.
+async fn termination_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot watch SIGTERM; only Ctrl-C stops kcm");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Whether the cluster serves `group/version` (core group: `version` alone).
+async fn api_served(client: &Client, group: &str, version: &str) -> bool {
+    if group.is_empty() {
+        return client
+            .list_core_api_versions()
+            .await
+            .is_ok_and(|v| v.versions.iter().any(|x| x == version));
+    }
+    client
+        .list_api_group_resources(&format!("{group}/{version}"))
+        .await
+        .is_ok()
+}
+
+/// Runs kcm until SIGTERM/SIGINT (Ok) or until the lease is lost or a controller fails (Err).
+pub async fn run(settings: Settings) -> Result<(), AppError> {
+    let identity = identity();
+    let config = load_config(settings.kubeconfig.as_deref()).await?;
+    let client = build_client(
+        config,
+        settings.kube_api_qps,
+        settings.kube_api_burst.get(),
+        &identity,
+    )?;
+    run_with_client(settings, client, identity, termination_signal()).await
+}
+
+/// The body of [`run`] with the client and the stop signal given, so tests can drive it.
+pub async fn run_with_client(
+    settings: Settings,
+    client: Client,
+    identity: String,
+    stop_signal: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), AppError> {
+    let metrics = Metrics::new()?;
+    let stop = CancellationToken::new();
+    let signal_stop = stop.clone();
+    tokio::spawn(async move {
+        stop_signal.await;
+        tracing::info!("termination signal received; shutting down");
+        signal_stop.cancel();
+    });
+    let controllers_stop = CancellationToken::new();
+    let informers = Informers::new(client.clone(), metrics.clone(), controllers_stop.clone());
+
+    // Standbys are ready (they are healthy, waiting for the lease); a leader is ready once
+    // every store it started has synced.
+    let leading = Arc::new(AtomicBool::new(false));
+    if let Some(addr) = settings.http_listener {
+        let ready_informers = informers.clone();
+        let ready_leading = leading.clone();
+        let readiness: http::Readiness = Arc::new(move || {
+            let unsynced = ready_informers.unsynced();
+            if !ready_leading.load(Ordering::SeqCst) || unsynced.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("stores not synced: {}", unsynced.join(", ")))
+            }
+        });
+        http::serve(addr, metrics.clone(), readiness, stop.clone())
+            .await
+            .map_err(|source| AppError::Listen { addr, source })?;
+    }
+
+    let elector = settings.leader_election.as_ref().map(|le| {
+        LeaderElector::new(
+            client.clone(),
+            LeaderElectionConfig {
+                namespace: le.resource_namespace.clone(),
+                name: le.resource_name.clone(),
+                identity: identity.clone(),
+                lease_duration: le.lease_duration,
+                renew_deadline: le.renew_deadline,
+                retry_period: le.retry_period,
+            },
+        )
+    });
+    let lease_name = settings
+        .leader_election
+        .as_ref()
+        .map(|le| le.resource_name.clone())
+        .unwrap_or_default();
+    let leader_gauge = metrics.leader.with_label_values(&[&lease_name]);
+    if let Some(elector) = &elector {
+        tracing::info!(
+            identity,
+            lease = lease_name,
+            "waiting to acquire the leader lease"
+        );
+        let stop_wait = stop.clone();
+        let acquired = elector
+            .acquire(async move { stop_wait.cancelled().await })
+            .await
+            .map_err(|e| AppError::Leader(e.to_string()))?;
+        if !acquired {
+            return Ok(());
+        }
+        leader_gauge.set(1);
+    }
+    leading.store(true, Ordering::SeqCst);
+
+    let ctx = Context {
+        client: client.clone(),
+        informers,
+        metrics: metrics.clone(),
+        settings: Arc::new(settings.clone()),
+        shutdown: controllers_stop.clone(),
+    };
+    for (controller, gate) in &settings.skipped_for_gates {
+        tracing::info!(controller = %controller, gate, "controller is disabled by feature gate");
+    }
+    for controller in not_built(&settings.enabled_controllers) {
+        tracing::warn!(controller = %controller, "controller is not built in this version of kcm; upstream's keeps running it");
+    }
+    let mut tasks = Vec::new();
+    for entry in CONTROLLERS
+        .iter()
+        .filter(|e| settings.enabled_controllers.contains(&e.controller))
+    {
+        if let Some((group, version)) = entry.api
+            && !api_served(&client, group, version).await
+        {
+            tracing::warn!(controller = %entry.controller, api = format!("{group}/{version}"), "the cluster does not serve this API; controller skipped");
+            continue;
+        }
+        tracing::info!(controller = %entry.controller, "starting controller");
+        let name = entry.controller.canonical_name();
+        let run = (entry.run)(ctx.clone());
+        tasks.push(tokio::spawn(async move {
+            run.await
+                .map_err(|e| AppError::Controller(name, e.to_string()))
+        }));
+    }
+
+    // Controllers run until SIGTERM, a lost lease, or one of them fails.
+    let (released_tx, released_rx) = tokio::sync::oneshot::channel::<()>();
+    let hold = async {
+        match &elector {
+            Some(elector) => elector
+                .hold(async move {
+                    let _ = released_rx.await;
+                })
+                .await
+                .map_err(|e| AppError::Leader(e.to_string())),
+            None => {
+                let _ = released_rx.await;
+                Ok(())
+            }
+        }
+    };
+    let controllers_done = controllers_stop.clone();
+    let wait_controllers = async move {
+        let results = join_all(tasks).await;
+        controllers_done.cancel();
+        results
+    };
+    tokio::pin!(hold, wait_controllers);
+
+    let outcome: Result<(), AppError> = tokio::select! {
+        _ = stop.cancelled() => Ok(()),
+        lost = &mut hold => Err(lost.err().unwrap_or_else(|| AppError::Leader("lease released unexpectedly".into()))),
+        results = &mut wait_controllers => {
+            let failure = results.into_iter().find_map(|r| match r {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e),
+                Err(join) => Some(AppError::Controller("task", join.to_string())),
+            });
+            Err(failure.unwrap_or_else(|| AppError::Controller("all", "every controller stopped".into())))
+        }
+    };
+    // Stop the controllers and give in-flight reconciles time to finish.
+    controllers_stop.cancel();
+    if outcome.is_ok()
+        && tokio::time::timeout(SHUTDOWN_GRACE, &mut wait_controllers)
+            .await
+            .is_err()
+    {
+        tracing::warn!("controllers did not finish within {SHUTDOWN_GRACE:?}; exiting anyway");
+    }
+    leading.store(false, Ordering::SeqCst);
+    if outcome.is_ok() {
+        // Hand the lease over at once instead of making the next leader wait it out.
+        let _ = released_tx.send(());
+        if let Err(err) = hold.await {
+            tracing::warn!(error = %err, "releasing the lease failed");
+        }
+    }
+    leader_gauge.set(0);
+    stop.cancel();
+    outcome
+}

@@ -1,0 +1,60 @@
+//! The controllers, and what each is given to run: a client, the shared informers, the one
+//! write path, events, queues and the shutdown signal. Controllers never call each other.
+
+pub mod ttl;
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use kube::Client;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{Controller, Settings};
+use crate::runtime::events::EventRecorder;
+use crate::runtime::informer::Informers;
+use crate::runtime::metrics::Metrics;
+use crate::runtime::writer::ApiWriter;
+
+/// What a controller runs with.
+#[derive(Clone)]
+pub struct Context {
+    pub client: Client,
+    pub informers: Informers,
+    pub metrics: Metrics,
+    pub settings: Arc<Settings>,
+    /// Cancelled when the controller must stop: finish the item in hand, then return.
+    pub shutdown: CancellationToken,
+}
+
+impl Context {
+    /// The write path for `controller` (its name labels the write metrics).
+    pub fn writer(&self, controller: &'static str) -> ApiWriter {
+        ApiWriter::new(controller, self.metrics.clone(), self.settings.shadow)
+    }
+
+    /// An event recorder reporting as `reporting_controller` (upstream's component name).
+    pub fn recorder(&self, reporting_controller: &str, controller: &'static str) -> EventRecorder {
+        EventRecorder::new(
+            self.client.clone(),
+            reporting_controller,
+            controller,
+            self.metrics.clone(),
+            self.settings.shadow,
+        )
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// How a controller is started: `run` returns when `Context::shutdown` is cancelled.
+pub struct ControllerEntry {
+    pub controller: Controller,
+    /// The API group/version it needs; the controller is skipped when the cluster does not
+    /// serve it, instead of crash-looping.
+    pub api: Option<(&'static str, &'static str)>,
+    pub run: fn(Context) -> BoxFuture<'static, Result<(), ControllerError>>,
+}

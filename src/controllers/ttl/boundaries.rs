@@ -1,0 +1,220 @@
+//! The node-count → TTL state machine, with upstream's overlapping boundaries (hysteresis):
+//! step up when the count exceeds the current step's `size_max`, down when it falls below its
+//! `size_min`, at most one step per node added or deleted.
+
+/// One row of upstream's `ttlBoundaries`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Boundary {
+    pub size_min: usize,
+    pub size_max: usize,
+    pub ttl_seconds: i32,
+}
+
+pub const BOUNDARIES: [Boundary; 5] = [
+    Boundary {
+        size_min: 0,
+        size_max: 100,
+        ttl_seconds: 0,
+    },
+    Boundary {
+        size_min: 90,
+        size_max: 500,
+        ttl_seconds: 15,
+    },
+    Boundary {
+        size_min: 450,
+        size_max: 1000,
+        ttl_seconds: 30,
+    },
+    Boundary {
+        size_min: 900,
+        size_max: 2000,
+        ttl_seconds: 60,
+    },
+    Boundary {
+        size_min: 1800,
+        size_max: i32::MAX as usize,
+        ttl_seconds: 300,
+    },
+];
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TtlState {
+    node_count: usize,
+    step: usize,
+}
+
+impl TtlState {
+    pub fn node_count(&self) -> usize {
+        self.node_count
+    }
+
+    pub fn desired_ttl(&self) -> i32 {
+        BOUNDARIES[self.step].ttl_seconds
+    }
+
+    /// A node appeared. Returns true when the desired TTL changed.
+    pub fn node_added(&mut self) -> bool {
+        self.node_count += 1;
+        if self.step + 1 < BOUNDARIES.len() && self.node_count > BOUNDARIES[self.step].size_max {
+            self.step += 1;
+            return true;
+        }
+        false
+    }
+
+    /// A node went away. Returns true when the desired TTL changed.
+    pub fn node_deleted(&mut self) -> bool {
+        self.node_count = self.node_count.saturating_sub(1);
+        if self.step > 0 && self.node_count < BOUNDARIES[self.step].size_min {
+            self.step -= 1;
+            return true;
+        }
+        false
+    }
+}
+
+/// What the reconcile of one node decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// The annotation already holds the desired value.
+    Keep,
+    /// Set the annotation to this value. `unparsable` carries the bad value found, if any.
+    Set {
+        value: String,
+        unparsable: Option<String>,
+    },
+}
+
+/// Compares a node's current annotation with the desired TTL as upstream does: a value that
+/// parses as an integer equal to the desired TTL is kept; anything else is overwritten. A
+/// negative number parses but is no TTL, so it is reported as bad input like garbage is.
+pub fn decide(current: Option<&str>, desired: i32) -> Decision {
+    let value = desired.to_string();
+    match current {
+        None => Decision::Set {
+            value,
+            unparsable: None,
+        },
+        Some(text) => match text.parse::<i32>() {
+            Ok(n) if n == desired => Decision::Keep,
+            Ok(n) if n >= 0 => Decision::Set {
+                value,
+                unparsable: None,
+            },
+            _ => Decision::Set {
+                value,
+                unparsable: Some(text.to_string()),
+            },
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grown_to(count: usize) -> TtlState {
+        let mut state = TtlState::default();
+        for _ in 0..count {
+            state.node_added();
+        }
+        state
+    }
+
+    #[test]
+    fn ttl_follows_the_table_on_the_way_up() {
+        // (node count, expected ttl) — upstream's boundaries are crossed when count > sizeMax.
+        let cases = [
+            (0, 0),
+            (1, 0),
+            (100, 0),
+            (101, 15),
+            (500, 15),
+            (501, 30),
+            (1000, 30),
+            (1001, 60),
+            (2000, 60),
+            (2001, 300),
+            (5000, 300),
+        ];
+        for (count, ttl) in cases {
+            assert_eq!(grown_to(count).desired_ttl(), ttl, "{count} nodes");
+        }
+    }
+
+    #[test]
+    fn hysteresis_up_at_101_down_only_at_89() {
+        let mut state = grown_to(100);
+        assert_eq!(state.desired_ttl(), 0);
+        assert!(state.node_added(), "101st node steps up");
+        assert_eq!(state.desired_ttl(), 15);
+        for count in (90..101).rev() {
+            assert!(
+                !state.node_deleted(),
+                "down to {count}: no change inside the band"
+            );
+            assert_eq!(state.desired_ttl(), 15);
+        }
+        assert_eq!(state.node_count(), 90);
+        assert!(state.node_deleted(), "89 steps down");
+        assert_eq!(state.desired_ttl(), 0);
+        for _ in 0..11 {
+            state.node_added();
+        }
+        assert_eq!(
+            (state.node_count(), state.desired_ttl()),
+            (100, 0),
+            "back to 100 stays at 0"
+        );
+    }
+
+    #[test]
+    fn one_step_per_event_at_most() {
+        // Port of upstream TestGetDesiredTTLSeconds-style transitions: a count that jumps past
+        // two boundaries still moves one step per event, catching up on later events.
+        let mut state = TtlState {
+            node_count: 1500,
+            step: 0,
+        };
+        assert!(state.node_added());
+        assert_eq!(state.desired_ttl(), 15);
+        assert!(state.node_added());
+        assert_eq!(state.desired_ttl(), 30);
+        let mut state = TtlState {
+            node_count: 10,
+            step: 4,
+        };
+        assert!(state.node_deleted());
+        assert_eq!(state.desired_ttl(), 60);
+    }
+
+    #[test]
+    fn deletes_never_underflow() {
+        let mut state = TtlState::default();
+        assert!(!state.node_deleted());
+        assert_eq!((state.node_count(), state.desired_ttl()), (0, 0));
+    }
+
+    #[test]
+    fn decide_patches_missing_different_and_garbage_values() {
+        let set = |v: &str, bad: Option<&str>| Decision::Set {
+            value: v.into(),
+            unparsable: bad.map(String::from),
+        };
+        let cases = [
+            (None, 0, set("0", None)),
+            (Some("0"), 0, Decision::Keep),
+            (Some("15"), 15, Decision::Keep),
+            (Some("15"), 30, set("30", None)),
+            (Some("abc"), 15, set("15", Some("abc"))),
+            (Some("-5"), 15, set("15", Some("-5"))),
+            (Some("1e3"), 15, set("15", Some("1e3"))),
+            (Some(""), 0, set("0", Some(""))),
+            (Some(" 15"), 15, set("15", Some(" 15"))),
+        ];
+        for (current, desired, want) in cases {
+            assert_eq!(decide(current, desired), want, "{current:?} → {desired}");
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! ttl-controller: keeps `node.alpha.kubernetes.io/ttl` on every Node at the TTL the cluster
+//! size calls for (see `boundaries.rs`).
+//!
+//! Beyond upstream: when the TTL step changes, every node is enqueued once, so the whole
+//! cluster converges without waiting for each kubelet's next node update.
+
+pub mod boundaries;
+
+use std::sync::{Arc, Mutex};
+
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use serde_json::json;
+
+use self::boundaries::{Decision, TtlState, decide};
+use super::{Context, ControllerEntry, ControllerError};
+use crate::cli::Controller;
+use crate::runtime::informer::Change;
+use crate::runtime::queue::{WorkQueue, run_workers};
+use crate::runtime::writer::ApiWriter;
+
+pub const TTL_ANNOTATION: &str = "node.alpha.kubernetes.io/ttl";
+const CONTROLLER: &str = "ttl-controller";
+const QUEUE: &str = "ttlcontroller";
+/// Upstream hard-codes five workers and has no flag for it.
+const WORKERS: usize = 5;
+
+pub const ENTRY: ControllerEntry = ControllerEntry {
+    controller: Controller::Ttl,
+    api: None,
+    run: |ctx| run(ctx).boxed(),
+};
+
+#[derive(Clone)]
+struct Ttl {
+    nodes: Store<Node>,
+    api: Api<Node>,
+    state: Arc<Mutex<TtlState>>,
+    writer: ApiWriter,
+    ctx: Context,
+}
+
+impl Ttl {
+    fn state(&self) -> std::sync::MutexGuard<'_, TtlState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Event handling as upstream's add/update/delete handlers, plus the enqueue-all on a
+    /// step change.
+    fn on_change(&self, change: Change<Node>, queue: &WorkQueue<String>) {
+        let (changed, enqueue) = match &change {
+            Change::Added(node) => (self.state().node_added(), Some(node.name_any())),
+            Change::Updated { new, .. } => (false, Some(new.name_any())),
+            Change::Deleted(_) => (self.state().node_deleted(), None),
+        };
+        if changed {
+            let (count, ttl) = {
+                let state = self.state();
+                (state.node_count(), state.desired_ttl())
+            };
+            tracing::info!(
+                nodes = count,
+                ttl,
+                "node TTL step changed; re-checking every node"
+            );
+            for node in self.nodes.state() {
+                queue.add(node.name_any());
+            }
+        }
+        if let Some(name) = enqueue {
+            queue.add(name);
+        }
+    }
+
+    async fn reconcile(&self, name: String) -> Result<(), kube::Error> {
+        let Some(node) = self.nodes.get(&ObjectRef::new(&name)) else {
+            return Ok(());
+        };
+        let desired = self.state().desired_ttl();
+        let current = node.annotations().get(TTL_ANNOTATION).map(String::as_str);
+        let Decision::Set { value, unparsable } = decide(current, desired) else {
+            return Ok(());
+        };
+        if let Some(bad) = unparsable {
+            self.ctx
+                .metrics
+                .skipped
+                .with_label_values(&[CONTROLLER, "invalid-ttl-annotation"])
+                .inc();
+            tracing::warn!(
+                node = name,
+                value = bad,
+                "Could not convert the value with annotation key for the node; overwriting it"
+            );
+        }
+        let patch =
+            Patch::Strategic(json!({ "metadata": { "annotations": { TTL_ANNOTATION: value } } }));
+        match self
+            .writer
+            .patch(&self.api, &node, &PatchParams::default(), &patch)
+            .await
+        {
+            Ok(_) => {
+                tracing::debug!(node = name, ttl = desired, "Changed ttl annotation");
+                Ok(())
+            }
+            // Deleted since the store saw it: nothing left to do.
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(err) => {
+                tracing::warn!(node = name, error = %err, "Failed to change ttl annotation for node");
+                Err(err)
+            }
+        }
+    }
+}
+
+async fn run(ctx: Context) -> Result<(), ControllerError> {
+    let informer = ctx.informers.get::<Node>();
+    let queue = WorkQueue::new(QUEUE, &ctx.metrics.workqueue);
+    let ttl = Ttl {
+        nodes: informer.store().clone(),
+        api: Api::all(ctx.client.clone()),
+        state: Arc::default(),
+        writer: ctx.writer(CONTROLLER),
+        ctx: ctx.clone(),
+    };
+    let mut changes = informer.subscribe();
+    let handler = {
+        let ttl = ttl.clone();
+        let queue = queue.clone();
+        let shutdown = ctx.shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    change = changes.recv() => match change {
+                        Some(change) => ttl.on_change(change, &queue),
+                        None => break,
+                    },
+                }
+            }
+            queue.shut_down();
+        })
+    };
+    tokio::select! {
+        _ = ctx.shutdown.cancelled() => {}
+        _ = informer.wait_synced() => {}
+    }
+    let workers = {
+        let ttl = ttl.clone();
+        run_workers(queue, WORKERS, move |name: String| {
+            let ttl = ttl.clone();
+            async move {
+                ttl.ctx
+                    .metrics
+                    .observe(CONTROLLER, ttl.reconcile(name))
+                    .await
+            }
+        })
+    };
+    workers.await;
+    handler
+        .await
+        .map_err(|e| ControllerError::Failed(e.to_string()))
+}

@@ -1,0 +1,319 @@
+//! Shared informers: one list/watch per resource type for the whole process, a reflector
+//! store every controller reads, and change notifications with the old object on updates and
+//! deletes — including objects that vanished while the watch was down and a relist found gone,
+//! which kube-runtime's shared-stream subscribers never see (kube-rs#1590).
+
+use std::any::{Any, TypeId};
+use std::collections::{HashMap, HashSet};
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
+use kube::runtime::watcher;
+use kube::runtime::watcher::Event;
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::metrics::Metrics;
+
+/// The annotation `kubectl apply` leaves on objects; large and never read by controllers.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// What changed in a store, in the order the store saw it.
+#[derive(Debug)]
+pub enum Change<K> {
+    Added(Arc<K>),
+    Updated { old: Arc<K>, new: Arc<K> },
+    Deleted(Arc<K>),
+}
+
+impl<K> Clone for Change<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Change::Added(k) => Change::Added(k.clone()),
+            Change::Updated { old, new } => Change::Updated {
+                old: old.clone(),
+                new: new.clone(),
+            },
+            Change::Deleted(k) => Change::Deleted(k.clone()),
+        }
+    }
+}
+
+impl<K> Change<K> {
+    /// The object as it is now, or as it was last seen when deleted.
+    pub fn object(&self) -> &Arc<K> {
+        match self {
+            Change::Added(k) | Change::Deleted(k) => k,
+            Change::Updated { new, .. } => new,
+        }
+    }
+}
+
+/// Drops what no controller reads before an object is stored: managedFields and kubectl's
+/// last-applied annotation can be most of an object's size.
+pub fn trim_metadata<K: Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
+}
+
+struct Dispatch<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    writer: Writer<K>,
+    handlers: Vec<mpsc::UnboundedSender<Change<K>>>,
+    /// Objects seen by a relist in progress, and the changes it found so far.
+    relist: Option<Relist<K>>,
+}
+
+/// A relist in progress: the objects it has listed, and the changes found so far (sent
+/// once the store holds the new list).
+struct Relist<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    seen: HashSet<ObjectRef<K>>,
+    pending: Vec<Change<K>>,
+}
+
+/// One shared watch of one resource type.
+pub struct Informer<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    resource: String,
+    dyntype: K::DynamicType,
+    reader: Store<K>,
+    dispatch: Mutex<Dispatch<K>>,
+    synced: watch::Sender<bool>,
+}
+
+impl<K> Informer<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default + Send + Sync,
+{
+    /// The store every controller reads; it is never written by them.
+    pub fn store(&self) -> &Store<K> {
+        &self.reader
+    }
+
+    /// The resource this informer watches, e.g. `pods`.
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// A stream of changes from now on. A subscriber that joins after the initial list gets
+    /// every stored object as `Added` first, as client-go's late event handlers do.
+    pub fn subscribe(&self) -> mpsc::UnboundedReceiver<Change<K>> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut dispatch = self.lock();
+        if *self.synced.borrow() {
+            for obj in self.reader.state() {
+                let _ = tx.send(Change::Added(obj));
+            }
+        }
+        dispatch.handlers.push(tx);
+        rx
+    }
+
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Waits for the first complete list.
+    pub async fn wait_synced(&self) {
+        let mut rx = self.synced.subscribe();
+        let _ = rx.wait_for(|synced| *synced).await;
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Dispatch<K>> {
+        self.dispatch.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Applies one watcher event to the store and tells every subscriber what changed. Both
+    /// happen under one lock, so a subscriber that reads the store after a notification sees
+    /// at least that version.
+    fn handle(&self, event: Event<K>) {
+        let mut dispatch = self.lock();
+        let reference = |obj: &K| ObjectRef::from_obj_with(obj, self.dyntype.clone());
+        let mut changes = Vec::new();
+        match &event {
+            Event::Apply(new) => {
+                let new = Arc::new(new.clone());
+                changes.push(match self.reader.get(&reference(&new)) {
+                    Some(old) => Change::Updated { old, new },
+                    None => Change::Added(new),
+                });
+            }
+            Event::Delete(obj) => changes.push(Change::Deleted(Arc::new(obj.clone()))),
+            Event::Init => {
+                dispatch.relist = Some(Relist {
+                    seen: HashSet::new(),
+                    pending: Vec::new(),
+                })
+            }
+            Event::InitApply(new) => {
+                let old = self.reader.get(&reference(new));
+                if let Some(Relist { seen, pending }) = dispatch.relist.as_mut() {
+                    seen.insert(reference(new));
+                    let new = Arc::new(new.clone());
+                    match old {
+                        None => pending.push(Change::Added(new)),
+                        Some(old) if old.resource_version() != new.resource_version() => {
+                            pending.push(Change::Updated { old, new })
+                        }
+                        Some(_) => {}
+                    }
+                }
+            }
+            Event::InitDone => {
+                if let Some(Relist { seen, pending }) = dispatch.relist.take() {
+                    changes = pending;
+                    for obj in self.reader.state() {
+                        if !seen.contains(&reference(&obj)) {
+                            changes.push(Change::Deleted(obj));
+                        }
+                    }
+                }
+            }
+        }
+        dispatch.writer.apply_watcher_event(&event);
+        dispatch
+            .handlers
+            .retain(|h| changes.iter().all(|c| h.send(c.clone()).is_ok()));
+        drop(dispatch);
+        if matches!(event, Event::InitDone) {
+            self.synced.send_replace(true);
+        }
+    }
+}
+
+type SyncFlag = (String, watch::Receiver<bool>);
+
+/// The process-wide set of informers, created on first use.
+#[derive(Clone)]
+pub struct Informers {
+    client: Client,
+    metrics: Metrics,
+    shutdown: CancellationToken,
+    started: Arc<Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>>,
+    /// Each started informer's resource and first-list flag, for readiness.
+    synced: Arc<Mutex<Vec<SyncFlag>>>,
+}
+
+impl Informers {
+    pub fn new(client: Client, metrics: Metrics, shutdown: CancellationToken) -> Self {
+        Self {
+            client,
+            metrics,
+            shutdown,
+            started: Arc::default(),
+            synced: Arc::default(),
+        }
+    }
+
+    /// The informer for `K` across all namespaces, started on first use. Every later call
+    /// returns the same one: one watch per type for the whole process.
+    pub fn get<K>(&self) -> Arc<Informer<K>>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(existing) = started
+            .get(&TypeId::of::<K>())
+            .and_then(|a| a.clone().downcast::<Informer<K>>().ok())
+        {
+            return existing;
+        }
+        let informer = self.start::<K>(Api::all(self.client.clone()), ());
+        started.insert(TypeId::of::<K>(), informer.clone());
+        informer
+    }
+
+    fn start<K>(&self, api: Api<K>, dyntype: K::DynamicType) -> Arc<Informer<K>>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Eq + Hash + Clone + Default + Send + Sync,
+    {
+        let resource = K::plural(&dyntype).to_string();
+        let writer = Writer::new(dyntype.clone());
+        let (synced, synced_rx) = watch::channel(false);
+        let informer = Arc::new(Informer {
+            resource: resource.clone(),
+            reader: writer.as_reader(),
+            dyntype,
+            dispatch: Mutex::new(Dispatch {
+                writer,
+                handlers: Vec::new(),
+                relist: None,
+            }),
+            synced,
+        });
+        self.synced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((resource.clone(), synced_rx));
+        let task_informer = informer.clone();
+        let metrics = self.metrics.clone();
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            let stream = watcher(api, watcher::Config::default())
+                .modify(trim_metadata)
+                .default_backoff();
+            let mut stream = std::pin::pin!(stream);
+            loop {
+                let event = tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    event = stream.next() => event,
+                };
+                match event {
+                    Some(Ok(event)) => {
+                        task_informer.handle(event);
+                        let count = i64::try_from(task_informer.reader.len()).unwrap_or(i64::MAX);
+                        metrics
+                            .store_objects
+                            .with_label_values(&[&resource])
+                            .set(count);
+                    }
+                    Some(Err(err)) => {
+                        metrics.watch_errors.with_label_values(&[&resource]).inc();
+                        tracing::warn!(resource = %resource, error = %err, "list/watch failed; retrying with backoff");
+                    }
+                    None => break,
+                }
+            }
+        });
+        informer
+    }
+
+    /// True once every informer started so far has completed its first list.
+    pub fn all_synced(&self) -> bool {
+        self.synced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .all(|(_, rx)| *rx.borrow())
+    }
+
+    /// Resources whose informers have not completed their first list yet.
+    pub fn unsynced(&self) -> Vec<String> {
+        self.synced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(_, rx)| !*rx.borrow())
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+}

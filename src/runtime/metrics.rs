@@ -1,0 +1,139 @@
+//! One Prometheus registry for the process: client-go's workqueue families, plus kcm's own
+//! reconcile, write, store, watch, shadow and leader-election metrics.
+
+use prometheus::{
+    HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+use super::queue::WorkqueueMetrics;
+
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    pub workqueue: WorkqueueMetrics,
+    /// Reconciles by controller and result (`success`, `error`).
+    pub reconciles: IntCounterVec,
+    pub reconcile_duration: HistogramVec,
+    /// API writes by controller, verb, resource (with `/subresource`) and result.
+    pub api_writes: IntCounterVec,
+    /// Writes `--shadow` held back because the live object differed.
+    pub shadow_diffs: IntCounterVec,
+    /// Objects skipped because they could not be handled (bad input), by controller and reason.
+    pub skipped: IntCounterVec,
+    /// Objects held in each shared store.
+    pub store_objects: IntGaugeVec,
+    /// Watch/list failures of each shared store.
+    pub watch_errors: IntCounterVec,
+    /// 1 while this process holds the leader lease (upstream's name and label).
+    pub leader: IntGaugeVec,
+}
+
+fn counter(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> prometheus::Result<IntCounterVec> {
+    let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+    registry.register(Box::new(c.clone()))?;
+    Ok(c)
+}
+
+fn gauge(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> prometheus::Result<IntGaugeVec> {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
+    registry.register(Box::new(g.clone()))?;
+    Ok(g)
+}
+
+impl Metrics {
+    pub fn new() -> prometheus::Result<Self> {
+        let registry = Registry::new();
+        let reconcile_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "kcm_reconcile_duration_seconds",
+                "Time spent in one reconcile, by controller.",
+            )
+            .buckets(prometheus::exponential_buckets(0.0005, 2.0, 16)?),
+            &["controller"],
+        )?;
+        registry.register(Box::new(reconcile_duration.clone()))?;
+        Ok(Self {
+            workqueue: WorkqueueMetrics::register(&registry)?,
+            reconciles: counter(
+                &registry,
+                "kcm_reconcile_total",
+                "Reconciles by controller and result.",
+                &["controller", "result"],
+            )?,
+            reconcile_duration,
+            api_writes: counter(
+                &registry,
+                "kcm_api_writes_total",
+                "API writes by controller, verb, resource and result.",
+                &["controller", "verb", "resource", "result"],
+            )?,
+            shadow_diffs: counter(
+                &registry,
+                "kcm_shadow_diffs_total",
+                "Writes not made in --shadow mode because kcm disagreed with the live object.",
+                &["controller", "resource"],
+            )?,
+            skipped: counter(
+                &registry,
+                "kcm_skipped_objects_total",
+                "Objects skipped as unprocessable, by controller and reason.",
+                &["controller", "reason"],
+            )?,
+            store_objects: gauge(
+                &registry,
+                "kcm_store_objects",
+                "Objects in each shared store.",
+                &["resource"],
+            )?,
+            watch_errors: counter(
+                &registry,
+                "kcm_watch_errors_total",
+                "List/watch errors of each shared store.",
+                &["resource"],
+            )?,
+            leader: gauge(
+                &registry,
+                "leader_election_master_status",
+                "1 while this process is the leader.",
+                &["name"],
+            )?,
+            registry,
+        })
+    }
+
+    /// Runs one reconcile, counting it and timing it under `controller`.
+    pub async fn observe<T, E>(
+        &self,
+        controller: &str,
+        reconcile: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        let timer = self
+            .reconcile_duration
+            .with_label_values(&[controller])
+            .start_timer();
+        let result = reconcile.await;
+        timer.observe_duration();
+        let outcome = if result.is_ok() { "success" } else { "error" };
+        self.reconciles
+            .with_label_values(&[controller, outcome])
+            .inc();
+        result
+    }
+
+    /// The text exposition served on `/metrics`.
+    pub fn render(&self) -> String {
+        TextEncoder::new()
+            .encode_to_string(&self.registry.gather())
+            .unwrap_or_else(|err| format!("# encoding failed: {err}\n"))
+    }
+}

@@ -1,0 +1,11 @@
+//! Plumbing shared by all controllers; controllers meet only here.
+
+pub mod backoff;
+pub mod client;
+pub mod events;
+pub mod http;
+pub mod informer;
+pub mod leader;
+pub mod metrics;
+pub mod queue;
+pub mod writer;

@@ -1,0 +1,202 @@
+//! Helpers for kcm's integration tests: the real binary as a subprocess, raw HTTP, polling.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// Polls `check` until it is true or `timeout` passes; never a fixed sleep.
+pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A port that was free a moment ago, for kcm's HTTP listener.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Plain HTTP/1.1 GET on 127.0.0.1: (status code, body); None when nothing listens yet.
+pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.ok()?;
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((code, body))
+}
+
+/// A running `kcm` binary, killed when dropped.
+pub struct Kcm {
+    child: Child,
+    pub port: u16,
+}
+
+/// Short leader-election timings so tests do not wait out upstream's 15 s.
+pub const FAST_LEASE: [&str; 3] = [
+    "--leader-elect-lease-duration=2s",
+    "--leader-elect-renew-deadline=1500ms",
+    "--leader-elect-retry-period=250ms",
+];
+
+impl Kcm {
+    pub fn start(kubeconfig: &Path, extra: &[&str]) -> Self {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_kcm"))
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg(format!("--port={port}"))
+            .arg("--bind-address=127.0.0.1")
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kcm starts");
+        Self { child, port }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Waits (polling) for the process to exit; None if it is still running at the deadline.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Option<(u16, String)> {
+        http_get(self.port, path).await
+    }
+
+    /// The value of one sample line of /metrics, e.g. `leader_election_master_status{name="kcm"}`.
+    pub async fn metric(&self, sample: &str) -> Option<f64> {
+        let (_, body) = self.get("/metrics").await?;
+        body.lines().find_map(|line| {
+            line.strip_prefix(sample)
+                .and_then(|rest| rest.trim().parse().ok())
+        })
+    }
+}
+
+impl Drop for Kcm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// kcm's real code (`app::run_with_client`) in this process against `server`, stopped by
+/// `stop()`; serves HTTP on `port`.
+pub struct InProcess {
+    pub port: u16,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<Result<(), kcm::app::AppError>>>,
+}
+
+impl InProcess {
+    pub async fn start(server: &kube_testserver::TestServer, extra: &[&str]) -> Self {
+        let port = free_port();
+        let mut args = vec![
+            "kcm".to_string(),
+            "--leader-elect=false".into(),
+            format!("--port={port}"),
+            "--bind-address=127.0.0.1".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let settings = <kcm::cli::Options as clap::Parser>::try_parse_from(&args)
+            .expect("flags parse")
+            .validate()
+            .expect("flags valid");
+        let config = kcm::runtime::client::load_config(Some(server.kubeconfig_path()))
+            .await
+            .expect("kubeconfig");
+        let client =
+            kcm::runtime::client::build_client(config, 1000.0, 1000, "test").expect("client");
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(kcm::app::run_with_client(
+            settings,
+            client,
+            "test".into(),
+            async move {
+                let _ = rx.await;
+            },
+        ));
+        Self {
+            port,
+            stop: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    pub async fn metric(&self, sample: &str) -> Option<f64> {
+        let (_, body) = http_get(self.port, "/metrics").await?;
+        body.lines().find_map(|line| {
+            line.strip_prefix(sample)
+                .and_then(|rest| rest.trim().parse().ok())
+        })
+    }
+
+    /// Sends the stop signal and waits for a clean exit.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("kcm task").expect("kcm exits cleanly");
+        }
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}

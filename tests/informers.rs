@@ -1,0 +1,144 @@
+//! Shared informers: one watch per resource type however many controllers read it, and
+//! deletes delivered even when only a relist reveals them.
+
+mod common;
+
+use common::{DEADLINE, eventually};
+use k8s_openapi::api::core::v1::Pod;
+use kcm::runtime::informer::{Change, Informers};
+use kcm::runtime::metrics::Metrics;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube_testserver::{Fault, TestServer};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": { "name": name, "annotations": { "kubectl.kubernetes.io/last-applied-configuration": "{}" } },
+        "spec": { "containers": [{ "name": "c", "image": "i" }] }
+    }))
+    .unwrap()
+}
+
+async fn next_change(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Change<Pod>>) -> Change<Pod> {
+    tokio::time::timeout(DEADLINE, rx.recv())
+        .await
+        .expect("a change in time")
+        .expect("channel open")
+}
+
+fn describe(change: &Change<Pod>) -> String {
+    match change {
+        Change::Added(p) => format!("added {}", p.name_any()),
+        Change::Updated { old, new } => format!(
+            "updated {} {}->{}",
+            new.name_any(),
+            old.resource_version().unwrap_or_default(),
+            new.resource_version().unwrap_or_default()
+        ),
+        Change::Deleted(p) => format!("deleted {}", p.name_any()),
+    }
+}
+
+#[tokio::test]
+async fn three_readers_share_one_watch_and_see_old_and_new() {
+    let server = TestServer::start().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    pods.create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
+    let informers = Informers::new(
+        server.client(),
+        Metrics::new().unwrap(),
+        CancellationToken::new(),
+    );
+    let mut subscribers: Vec<_> = (0..3).map(|_| informers.get::<Pod>().subscribe()).collect();
+    let informer = informers.get::<Pod>();
+    informer.wait_synced().await;
+    for rx in &mut subscribers {
+        assert_eq!(describe(&next_change(rx).await), "added a");
+    }
+    let stored = informer.store().state();
+    assert!(
+        stored[0]
+            .metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| a.is_empty()),
+        "last-applied trimmed"
+    );
+
+    pods.patch(
+        "a",
+        &Default::default(),
+        &kube::api::Patch::Merge(json!({ "metadata": { "labels": { "x": "y" } } })),
+    )
+    .await
+    .unwrap();
+    for rx in &mut subscribers {
+        let change = next_change(rx).await;
+        let Change::Updated { old, new } = &change else {
+            panic!("expected an update, got {}", describe(&change))
+        };
+        assert!(old.labels().is_empty() && new.labels().get("x").is_some_and(|v| v == "y"));
+    }
+    // A late subscriber first gets what is stored.
+    let mut late = informers.get::<Pod>().subscribe();
+    assert_eq!(describe(&next_change(&mut late).await), "added a");
+
+    assert_eq!(
+        server.count(|r| r.is("watch", "pods", "")),
+        1,
+        "one watch on pods"
+    );
+    assert_eq!(
+        server.count(|r| r.is("list", "pods", "")),
+        1,
+        "one list on pods"
+    );
+}
+
+#[tokio::test]
+async fn deletes_missed_while_disconnected_arrive_after_the_relist() {
+    let server = TestServer::start().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    for n in ["a", "b"] {
+        pods.create(&PostParams::default(), &pod(n)).await.unwrap();
+    }
+    let informers = Informers::new(
+        server.client(),
+        Metrics::new().unwrap(),
+        CancellationToken::new(),
+    );
+    let informer = informers.get::<Pod>();
+    let mut rx = informer.subscribe();
+    informer.wait_synced().await;
+    let mut seen = vec![
+        describe(&next_change(&mut rx).await),
+        describe(&next_change(&mut rx).await),
+    ];
+    seen.sort();
+    assert_eq!(seen, vec!["added a", "added b"]);
+
+    server.inject(Fault::error(500).verb("watch").resource("pods"));
+    server.store().drop_watches();
+    pods.delete("a", &DeleteParams::default()).await.unwrap();
+    pods.create(&PostParams::default(), &pod("c"))
+        .await
+        .unwrap();
+    server.store().compact();
+    eventually("watch retried", DEADLINE, || async {
+        server.count(|r| r.is("watch", "pods", "") && r.code == 500) > 0
+    })
+    .await;
+    server.faults().clear();
+    let mut after = vec![
+        describe(&next_change(&mut rx).await),
+        describe(&next_change(&mut rx).await),
+    ];
+    after.sort();
+    assert_eq!(after, vec!["added c", "deleted a"]);
+    // The relist's changes are sent together, so anything about b would be queued already.
+    assert!(rx.try_recv().is_err(), "b unchanged: no event");
+}

@@ -1,0 +1,203 @@
+//! The kcm binary as an operator runs it: readiness, metrics, leader election, SIGTERM, and
+//! the retry curve under API failures.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{DEADLINE, FAST_LEASE, Kcm, eventually};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, PostParams};
+use kube_testserver::{Fault, TestServer};
+use serde_json::json;
+
+const LEADER: &str = "leader_election_master_status{name=\"kcm\"}";
+
+async fn node(server: &TestServer, name: &str) {
+    let node: Node = serde_json::from_value(json!({ "metadata": { "name": name } })).unwrap();
+    Api::<Node>::all(server.client())
+        .create(&PostParams::default(), &node)
+        .await
+        .unwrap();
+}
+
+async fn lease_holder(server: &TestServer) -> Option<String> {
+    let lease = Api::<Lease>::namespaced(server.client(), "kube-system")
+        .get_opt("kcm")
+        .await
+        .unwrap()?;
+    lease
+        .spec
+        .and_then(|s| s.holder_identity)
+        .filter(|h| !h.is_empty())
+}
+
+#[tokio::test]
+async fn readyz_waits_for_stores_and_metrics_expose_the_families() {
+    let server = TestServer::start().await;
+    node(&server, "n1").await;
+    // The node list fails until cleared: the leader cannot be ready before its store syncs.
+    server.inject(Fault::error(500).verb("list").resource("nodes"));
+    let mut args = vec!["--controllers=ttl"];
+    args.extend(FAST_LEASE);
+    let kcm = Kcm::start(server.kubeconfig_path(), &args);
+    eventually("kcm leads", DEADLINE, || async {
+        kcm.metric(LEADER).await == Some(1.0)
+    })
+    .await;
+    let (code, body) = kcm.get("/readyz").await.unwrap();
+    assert_eq!((code, body.as_str()), (503, "stores not synced: nodes"));
+    assert_eq!(kcm.get("/livez").await.unwrap().0, 200);
+    assert_eq!(kcm.get("/healthz").await.unwrap().0, 200);
+
+    server.faults().clear();
+    eventually("ready", DEADLINE, || async {
+        kcm.get("/readyz").await.is_some_and(|(c, _)| c == 200)
+    })
+    .await;
+    eventually("node annotated", DEADLINE, || async {
+        kcm.metric("kcm_api_writes_total{controller=\"ttl-controller\",resource=\"nodes\",result=\"success\",verb=\"patch\"}").await == Some(1.0)
+    })
+    .await;
+    let (_, metrics) = kcm.get("/metrics").await.unwrap();
+    for family in [
+        "workqueue_adds_total{name=\"ttlcontroller\"}",
+        "workqueue_depth{name=\"ttlcontroller\"}",
+        "workqueue_queue_duration_seconds_bucket{name=\"ttlcontroller\"",
+        "workqueue_work_duration_seconds_bucket{name=\"ttlcontroller\"",
+        "workqueue_retries_total{name=\"ttlcontroller\"}",
+        "workqueue_unfinished_work_seconds{name=\"ttlcontroller\"}",
+        "workqueue_longest_running_processor_seconds{name=\"ttlcontroller\"}",
+        "kcm_reconcile_total{controller=\"ttl-controller\",result=\"success\"}",
+        "kcm_reconcile_duration_seconds_bucket{controller=\"ttl-controller\"",
+        "kcm_store_objects{resource=\"nodes\"} 1",
+        "kcm_watch_errors_total{resource=\"nodes\"}",
+        "leader_election_master_status{name=\"kcm\"} 1",
+    ] {
+        assert!(
+            metrics.contains(family),
+            "/metrics lacks {family}:\n{metrics}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn one_of_two_leads_and_the_other_takes_over_when_it_dies() {
+    let server = TestServer::start().await;
+    let mut args = vec!["--controllers=ttl"];
+    args.extend(FAST_LEASE);
+    let first = Kcm::start(server.kubeconfig_path(), &args);
+    eventually("first leads", DEADLINE, || async {
+        first.metric(LEADER).await == Some(1.0)
+    })
+    .await;
+    let second = Kcm::start(server.kubeconfig_path(), &args);
+    eventually("second serves metrics", DEADLINE, || async {
+        second.metric(LEADER).await.is_some()
+    })
+    .await;
+    let holder = lease_holder(&server).await.expect("lease held");
+    // Several retry periods pass with the first renewing; the second never leads.
+    let renewals_before =
+        server.count(|r| r.is("update", "leases", "") && r.user_agent.contains(&holder));
+    eventually("first renewed a few times", DEADLINE, || async {
+        server.count(|r| r.is("update", "leases", "") && r.user_agent.contains(&holder))
+            >= renewals_before + 4
+    })
+    .await;
+    assert_eq!(second.metric(LEADER).await, Some(0.0));
+    assert_eq!(
+        lease_holder(&server).await.as_deref(),
+        Some(holder.as_str())
+    );
+
+    let mut first = first;
+    first.signal("KILL");
+    let killed = Instant::now();
+    eventually("second takes over", DEADLINE, || async {
+        second.metric(LEADER).await == Some(1.0)
+    })
+    .await;
+    let handover = killed.elapsed();
+    println!("handover after SIGKILL took {handover:?} (lease 2s + retry 250ms)");
+    assert!(
+        handover < Duration::from_secs(6),
+        "handover took {handover:?}"
+    );
+    assert_ne!(lease_holder(&server).await, Some(holder));
+    assert!(first.wait_exit(DEADLINE).await.is_some());
+}
+
+#[tokio::test]
+async fn sigterm_releases_the_lease_and_exits_zero() {
+    let server = TestServer::start().await;
+    let mut args = vec!["--controllers=ttl"];
+    args.extend(FAST_LEASE);
+    let mut kcm = Kcm::start(server.kubeconfig_path(), &args);
+    eventually("kcm leads", DEADLINE, || async {
+        kcm.metric(LEADER).await == Some(1.0)
+    })
+    .await;
+    assert!(lease_holder(&server).await.is_some());
+    kcm.signal("TERM");
+    let status = kcm
+        .wait_exit(DEADLINE)
+        .await
+        .expect("kcm exits after SIGTERM");
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(lease_holder(&server).await, None, "the lease was released");
+}
+
+#[tokio::test]
+async fn failed_writes_are_retried_on_client_go_backoff_curve() {
+    let server = TestServer::start().await;
+    node(&server, "n1").await;
+    server.inject(Fault::error(500).verb("patch").resource("nodes"));
+    let kcm = Kcm::start(
+        server.kubeconfig_path(),
+        &["--controllers=ttl", "--leader-elect=false"],
+    );
+    eventually("seven attempts", DEADLINE, || async {
+        server.count(|r| r.is("patch", "nodes", "")) >= 7
+    })
+    .await;
+    let times: Vec<Instant> = server
+        .requests()
+        .iter()
+        .filter(|r| r.is("patch", "nodes", ""))
+        .map(|r| r.at)
+        .collect();
+    // Retry n waits at least 5 ms · 2^(n-1): a lower bound that holds however slow the machine.
+    for (n, pair) in times.windows(2).enumerate().take(6) {
+        let gap = pair[1] - pair[0];
+        let floor = Duration::from_millis(5 << n);
+        assert!(
+            gap >= floor,
+            "retry {} came after {gap:?}, before its backoff {floor:?}",
+            n + 1
+        );
+    }
+    let retries = kcm
+        .metric("workqueue_retries_total{name=\"ttlcontroller\"}")
+        .await
+        .unwrap_or(0.0);
+    assert!(retries >= 6.0, "retries counted: {retries}");
+    assert!(
+        kcm.metric("kcm_reconcile_total{controller=\"ttl-controller\",result=\"error\"}")
+            .await
+            .unwrap_or(0.0)
+            >= 6.0
+    );
+    server.faults().clear();
+    eventually("annotated after the faults stop", DEADLINE, || async {
+        let node = Api::<Node>::all(server.client()).get("n1").await.unwrap();
+        node.metadata
+            .annotations
+            .unwrap_or_default()
+            .get("node.alpha.kubernetes.io/ttl")
+            .map(String::as_str)
+            == Some("0")
+    })
+    .await;
+}

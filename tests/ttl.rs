@@ -1,0 +1,146 @@
+//! ttl-controller against kube-testserver, driven through kcm's real startup code.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{DEADLINE, InProcess, eventually};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube_testserver::{Fault, TestServer};
+use serde_json::json;
+
+const TTL: &str = "node.alpha.kubernetes.io/ttl";
+
+async fn create_nodes(api: &Api<Node>, range: std::ops::Range<usize>, ttl: Option<&str>) {
+    for i in range {
+        let mut node = json!({ "metadata": { "name": format!("node-{i:04}") } });
+        if let Some(ttl) = ttl {
+            node["metadata"]["annotations"] = json!({ TTL: ttl });
+        }
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(node).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// Annotation value → number of nodes carrying it ("" for none).
+async fn ttl_census(api: &Api<Node>) -> BTreeMap<String, usize> {
+    let mut census = BTreeMap::new();
+    for node in api.list(&ListParams::default()).await.unwrap().items {
+        let value = node
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get(TTL)
+            .cloned()
+            .unwrap_or_default();
+        *census.entry(value).or_default() += 1;
+    }
+    census
+}
+
+async fn wait_census(api: &Api<Node>, value: &str, count: usize) {
+    eventually(
+        &format!("{count} nodes with ttl {value:?}"),
+        DEADLINE,
+        || async { ttl_census(api).await == BTreeMap::from([(value.to_string(), count)]) },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn ttl_follows_cluster_size_up_and_down_with_hysteresis() {
+    let server = TestServer::start().await;
+    let nodes: Api<Node> = Api::all(server.client());
+    create_nodes(&nodes, 0..120, None).await;
+    let kcm = InProcess::start(&server, &["--controllers=ttl"]).await;
+    wait_census(&nodes, "15", 120).await;
+
+    // Down to 90 stays at 15 (hysteresis) …
+    for i in 90..120 {
+        nodes
+            .delete(&format!("node-{i:04}"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    create_nodes(&nodes, 200..201, None).await;
+    wait_census(&nodes, "15", 91).await;
+    // … 89 steps down, and every node follows, not only the ones that changed.
+    nodes
+        .delete("node-0200", &DeleteParams::default())
+        .await
+        .unwrap();
+    nodes
+        .delete("node-0089", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_census(&nodes, "0", 89).await;
+    kcm.stop().await;
+}
+
+#[tokio::test]
+async fn garbage_annotations_are_fixed_and_correct_nodes_are_not_patched() {
+    let server = TestServer::start().await;
+    let nodes: Api<Node> = Api::all(server.client());
+    create_nodes(&nodes, 0..3, Some("0")).await;
+    let bad = json!({ "metadata": { "name": "bad", "annotations": { TTL: "abc" } } });
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(bad).unwrap(),
+        )
+        .await
+        .unwrap();
+    let kcm = InProcess::start(&server, &["--controllers=ttl"]).await;
+    wait_census(&nodes, "0", 4).await;
+    // Every node was reconciled (4 adds + the update that the fix caused) …
+    eventually("all nodes reconciled", DEADLINE, || async {
+        kcm.metric("kcm_reconcile_total{controller=\"ttl-controller\",result=\"success\"}")
+            .await
+            .unwrap_or(0.0)
+            >= 5.0
+    })
+    .await;
+    // … and exactly one patch was sent: to the bad node.
+    let patches: Vec<String> = server
+        .requests()
+        .iter()
+        .filter(|r| r.is_write() && r.user_agent.contains("kcm/"))
+        .map(|r| format!("{} {}", r.info.verb, r.info.name))
+        .collect();
+    assert_eq!(patches, vec!["patch bad"]);
+    assert_eq!(kcm.metric("kcm_skipped_objects_total{controller=\"ttl-controller\",reason=\"invalid-ttl-annotation\"}").await, Some(1.0));
+    kcm.stop().await;
+}
+
+#[tokio::test]
+async fn node_count_survives_a_dropped_watch_and_a_410_relist() {
+    let server = TestServer::start().await;
+    let nodes: Api<Node> = Api::all(server.client());
+    create_nodes(&nodes, 0..101, None).await;
+    let kcm = InProcess::start(&server, &["--controllers=ttl"]).await;
+    wait_census(&nodes, "15", 101).await;
+
+    // The watch goes away while 12 nodes are deleted and history is compacted: kcm only
+    // learns of the deletes from the relist.
+    server.inject(Fault::error(500).verb("watch").resource("nodes"));
+    server.store().drop_watches();
+    for i in 0..12 {
+        nodes
+            .delete(&format!("node-{i:04}"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    server.store().compact();
+    eventually("kcm retried its watch", DEADLINE, || async {
+        server.count(|r| r.is("watch", "nodes", "") && r.code == 500) > 0
+    })
+    .await;
+    server.faults().clear();
+    wait_census(&nodes, "0", 89).await;
+    kcm.stop().await;
+}
