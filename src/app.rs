@@ -13,7 +13,7 @@ use crate::controllers::{Context, ControllerEntry};
 use crate::runtime::client::{ClientError, build_client, load_config};
 use crate::runtime::http;
 use crate::runtime::informer::Informers;
-use crate::runtime::leader::{LeaderElectionConfig, LeaderElector};
+use crate::runtime::leader::{LeaderElectionConfig, LeaderElector, default_identity};
 use crate::runtime::metrics::Metrics;
 
 /// Every controller kcm has. Adding one is one line here.
@@ -46,12 +46,6 @@ pub fn not_built(selected: &[Controller]) -> Vec<Controller> {
         .copied()
         .filter(|c| !CONTROLLERS.iter().any(|e| e.controller == *c))
         .collect()
-}
-
-/// `hostname_uuid`, upstream's leader identity.
-fn identity() -> String {
-    let host = gethostname::gethostname().to_string_lossy().into_owned();
-    format!("{host}_{}", uuid::Uuid::new_v4())
 }
 
 /// Resolves when SIGTERM or SIGINT arrives.
@@ -92,7 +86,7 @@ async fn api_served(client: &Client, group: &str, version: &str) -> bool {
 
 /// Runs kcm until SIGTERM/SIGINT (Ok) or until the lease is lost or a controller fails (Err).
 pub async fn run(settings: Settings) -> Result<(), AppError> {
-    let identity = identity();
+    let identity = default_identity();
     let config = load_config(settings.kubeconfig.as_deref()).await?;
     let client = build_client(
         config,

@@ -218,6 +218,12 @@ pub enum CliError {
     UnknownControllers { names: Vec<String> },
 
     #[error(
+        "--leader-elect-lease-duration ({lease_duration}) must be at least 1s: the Lease \
+         stores whole seconds"
+    )]
+    LeaseDurationBelowOneSecond { lease_duration: GoDuration },
+
+    #[error(
         "--leader-elect-lease-duration ({lease_duration}) must be greater than \
          --leader-elect-renew-deadline ({renew_deadline})"
     )]
@@ -349,6 +355,12 @@ pub fn validate_leader_election_timing(
                 value: GoDuration(value).to_string(),
             });
         }
+    }
+    // The Lease stores whole seconds: a shorter duration would read as 0, always expired.
+    if lease_duration < Duration::from_secs(1) {
+        return Err(CliError::LeaseDurationBelowOneSecond {
+            lease_duration: GoDuration(lease_duration),
+        });
     }
     if lease_duration <= renew_deadline {
         return Err(CliError::LeaseDurationNotAboveRenewDeadline {
@@ -1012,6 +1024,12 @@ mod tests {
                 ),
             ),
             (15_000, 2_401, 2_000, None),
+            (
+                900,
+                800,
+                100,
+                Some("--leader-elect-lease-duration (900ms) must be at least 1s"),
+            ),
             (
                 15_000,
                 10_000,

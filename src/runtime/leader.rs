@@ -4,9 +4,14 @@
 //! As upstream, expiry is judged by the *local* time at which a change of the record was
 //! first observed, never by the `renewTime` written in it, so clock skew between candidates
 //! does not matter; only the lease's `leaseDurationSeconds` and local elapsed time do.
+//!
+//! Deliberate differences from client-go: the lease is released only when `hold`'s shutdown
+//! resolves, not after leadership is lost (the process should stop at once then); a change
+//! of the record is detected at microsecond precision (upstream compares a JSON encoding with
+//! whole seconds); each acquisition attempt is cut after `renew_deadline`; and a lease
+//! duration below 1s is refused, since the Lease would store 0 seconds.
 
 use std::future::Future;
-use std::hash::{BuildHasher, Hasher, RandomState};
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -20,11 +25,6 @@ use tokio::time::Instant;
 
 /// client-go's `JitterFactor` for acquisition retries.
 pub const JITTER_FACTOR: f64 = 1.2;
-/// kube-controller-manager's defaults.
-pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
-pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
-pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
-
 /// Where the lease lives, who we are and how the timing works.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaderElectionConfig {
@@ -41,50 +41,6 @@ pub struct LeaderElectionConfig {
 }
 
 impl LeaderElectionConfig {
-    /// A config with kube-controller-manager's default timing (15s / 10s / 2s).
-    pub fn new(
-        namespace: impl Into<String>,
-        name: impl Into<String>,
-        identity: impl Into<String>,
-    ) -> Self {
-        Self {
-            namespace: namespace.into(),
-            name: name.into(),
-            identity: identity.into(),
-            lease_duration: DEFAULT_LEASE_DURATION,
-            renew_deadline: DEFAULT_RENEW_DEADLINE,
-            retry_period: DEFAULT_RETRY_PERIOD,
-        }
-    }
-
-    /// The checks of client-go's `NewLeaderElector`, plus a whole-second lease duration
-    /// (the Lease stores whole seconds; below one second it would read as 0, always expired).
-    pub fn validate(&self) -> Result<(), LeaderError> {
-        let invalid = |msg: &str| Err(LeaderError::InvalidConfig(msg.to_string()));
-        if self.lease_duration < Duration::from_secs(1) {
-            return invalid("leaseDuration must be at least 1s");
-        }
-        if self.renew_deadline.is_zero() {
-            return invalid("renewDeadline must be greater than zero");
-        }
-        if self.retry_period.is_zero() {
-            return invalid("retryPeriod must be greater than zero");
-        }
-        if self.lease_duration <= self.renew_deadline {
-            return invalid("leaseDuration must be greater than renewDeadline");
-        }
-        if self.renew_deadline <= self.retry_period.mul_f64(JITTER_FACTOR) {
-            return invalid("renewDeadline must be greater than retryPeriod*JitterFactor");
-        }
-        if self.identity.is_empty() {
-            return invalid("Lock identity is empty");
-        }
-        if self.namespace.is_empty() || self.name.is_empty() {
-            return invalid("lease namespace and name must be set");
-        }
-        Ok(())
-    }
-
     fn lease_duration_seconds(&self) -> i32 {
         // Truncates like upstream's int(LeaseDuration / time.Second).
         i32::try_from(self.lease_duration.as_secs()).unwrap_or(i32::MAX)
@@ -93,8 +49,6 @@ impl LeaderElectionConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LeaderError {
-    #[error("invalid leader election config: {0}")]
-    InvalidConfig(String),
     #[error(
         "leader election lost: lease {namespace}/{name} not renewed within {renew_deadline:?} ({reason})"
     )]
@@ -202,7 +156,6 @@ impl LeaderElector {
     /// Blocks until this process holds the lease, trying every `retry_period` with jitter 1.2
     /// (`wait.JitterUntil`), or until `shutdown` resolves (then `Ok(false)`).
     pub async fn acquire(&self, shutdown: impl Future<Output = ()>) -> Result<bool, LeaderError> {
-        self.config.validate()?;
         let desc = self.describe();
         tracing::info!(lease = %desc, identity = %self.config.identity,
             "attempting to acquire leader lease {desc}...");
@@ -236,7 +189,6 @@ impl LeaderElector {
     /// `shutdown` resolves. Resolve `shutdown` only after the guarded work has stopped: the
     /// release lets another candidate take over at once.
     pub async fn hold(&self, shutdown: impl Future<Output = ()>) -> Result<(), LeaderError> {
-        self.config.validate()?;
         // Clears the gauge even if this future is dropped mid-way.
         let _leading = LeadingGuard(&self.leading);
         let desc = self.describe();
@@ -508,48 +460,18 @@ fn released_spec(transitions: i32, now: Timestamp) -> LeaseSpec {
 
 /// `wait.Jitter`: `d` plus a random part of up to `factor * d`.
 fn jitter(d: Duration, factor: f64) -> Duration {
-    d + d.mul_f64(factor * random_unit())
-}
-
-/// A uniform value in [0, 1). std's `RandomState` is randomly keyed per process and per call,
-/// which is plenty for jitter and identities and saves a `rand` dependency.
-fn random_unit() -> f64 {
-    (random_u64() >> 11) as f64 / (1u64 << 53) as f64
-}
-
-fn random_u64() -> u64 {
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    hasher.finish()
+    d + d.mul_f64(factor * rand::random::<f64>())
 }
 
 /// kube-controller-manager's identity: hostname + "_" + a random (version 4) UUID.
 pub fn default_identity() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))
-        .unwrap_or_else(|| "localhost".to_string());
-    format!("{host}_{}", random_uuid())
-}
-
-fn random_uuid() -> String {
-    let hi = (random_u64() & !0xf000) | 0x4000; // version 4
-    let lo = (random_u64() & !(0b11 << 62)) | (0b10 << 62); // RFC 4122 variant
-    format!(
-        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        hi >> 32,
-        (hi >> 16) & 0xffff,
-        hi & 0xffff,
-        lo >> 48,
-        lo & 0xffff_ffff_ffff
-    )
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    let host = if host.is_empty() {
+        "localhost".to_string()
+    } else {
+        host
+    };
+    format!("{host}_{}", uuid::Uuid::new_v4())
 }
 
 #[cfg(test)]
@@ -557,7 +479,14 @@ mod tests {
     use super::*;
 
     fn config() -> LeaderElectionConfig {
-        LeaderElectionConfig::new("kube-system", "kcm", "me")
+        LeaderElectionConfig {
+            namespace: "kube-system".into(),
+            name: "kcm".into(),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
     }
 
     fn spec(holder: &str, secs: i32, transitions: i32) -> LeaseSpec {
@@ -569,25 +498,6 @@ mod tests {
             renew_time: Some(MicroTime(Timestamp::UNIX_EPOCH)),
             ..LeaseSpec::default()
         }
-    }
-
-    #[test]
-    fn validate_matches_upstream_rules() {
-        assert!(config().validate().is_ok());
-        let mut c = config();
-        c.renew_deadline = c.lease_duration;
-        assert!(c.validate().is_err());
-        let mut c = config();
-        c.renew_deadline = Duration::from_millis(2400); // == 2s * 1.2
-        assert!(c.validate().is_err());
-        let mut c = config();
-        c.identity.clear();
-        assert!(c.validate().is_err());
-        let mut c = config();
-        c.lease_duration = Duration::from_millis(900);
-        c.renew_deadline = Duration::from_millis(800);
-        c.retry_period = Duration::from_millis(100);
-        assert!(c.validate().is_err());
     }
 
     #[test]

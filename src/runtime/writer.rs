@@ -41,6 +41,30 @@ impl Verb {
     }
 }
 
+/// Whether a write targets the whole object or its status subresource.
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    Whole,
+    Status,
+}
+
+impl Part {
+    fn subresource(self) -> Option<&'static str> {
+        match self {
+            Part::Whole => None,
+            Part::Status => Some("status"),
+        }
+    }
+
+    /// The part of an object's JSON this write changes, for the shadow diff.
+    fn of(self, mut obj: Value) -> Value {
+        match self {
+            Part::Whole => obj,
+            Part::Status => obj["status"].take(),
+        }
+    }
+}
+
 fn patch_verb<P: Serialize>(patch: &Patch<P>) -> Verb {
     match patch {
         Patch::Apply(_) => Verb::Apply,
@@ -138,23 +162,7 @@ impl ApiWriter {
     where
         K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
     {
-        let resource = Self::resource::<K>(None);
-        if self.shadow {
-            let diff = json_patch::diff(&to_json(live), &to_json(desired));
-            self.shadow(
-                Verb::Update,
-                &resource,
-                &desired.name_any(),
-                &to_json(&diff),
-            );
-            return Ok(desired.clone());
-        }
-        self.run(
-            Verb::Update,
-            &resource,
-            api.replace(&desired.name_any(), &PostParams::default(), desired),
-        )
-        .await
+        self.replace_part(api, live, desired, Part::Whole).await
     }
 
     /// `UpdateStatus`: only `.status` of `desired` is taken by the server.
@@ -162,23 +170,34 @@ impl ApiWriter {
     where
         K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
     {
-        let resource = Self::resource::<K>(Some("status"));
+        self.replace_part(api, live, desired, Part::Status).await
+    }
+
+    async fn replace_part<K>(
+        &self,
+        api: &Api<K>,
+        live: &K,
+        desired: &K,
+        part: Part,
+    ) -> kube::Result<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
+    {
+        let resource = Self::resource::<K>(part.subresource());
+        let name = desired.name_any();
         if self.shadow {
-            let diff = json_patch::diff(&to_json(live)["status"], &to_json(desired)["status"]);
-            self.shadow(
-                Verb::Update,
-                &resource,
-                &desired.name_any(),
-                &to_json(&diff),
-            );
+            let diff = json_patch::diff(&part.of(to_json(live)), &part.of(to_json(desired)));
+            self.shadow(Verb::Update, &resource, &name, &to_json(&diff));
             return Ok(desired.clone());
         }
-        self.run(
-            Verb::Update,
-            &resource,
-            api.replace_status(&desired.name_any(), &PostParams::default(), desired),
-        )
-        .await
+        let params = PostParams::default();
+        let write = async {
+            match part {
+                Part::Whole => api.replace(&name, &params, desired).await,
+                Part::Status => api.replace_status(&name, &params, desired).await,
+            }
+        };
+        self.run(Verb::Update, &resource, write).await
     }
 
     pub async fn patch<K, P>(
@@ -192,14 +211,7 @@ impl ApiWriter {
         K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
         P: Serialize + Debug,
     {
-        let resource = Self::resource::<K>(None);
-        let verb = patch_verb(patch);
-        if self.shadow {
-            self.shadow(verb, &resource, &live.name_any(), &patch_body(patch));
-            return Ok(live.clone());
-        }
-        self.run(verb, &resource, api.patch(&live.name_any(), params, patch))
-            .await
+        self.patch_part(api, live, params, patch, Part::Whole).await
     }
 
     pub async fn patch_status<K, P>(
@@ -213,18 +225,36 @@ impl ApiWriter {
         K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
         P: Serialize + Debug,
     {
-        let resource = Self::resource::<K>(Some("status"));
+        self.patch_part(api, live, params, patch, Part::Status)
+            .await
+    }
+
+    async fn patch_part<K, P>(
+        &self,
+        api: &Api<K>,
+        live: &K,
+        params: &PatchParams,
+        patch: &Patch<P>,
+        part: Part,
+    ) -> kube::Result<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
+        P: Serialize + Debug,
+    {
+        let resource = Self::resource::<K>(part.subresource());
         let verb = patch_verb(patch);
+        let name = live.name_any();
         if self.shadow {
-            self.shadow(verb, &resource, &live.name_any(), &patch_body(patch));
+            self.shadow(verb, &resource, &name, &patch_body(patch));
             return Ok(live.clone());
         }
-        self.run(
-            verb,
-            &resource,
-            api.patch_status(&live.name_any(), params, patch),
-        )
-        .await
+        let write = async {
+            match part {
+                Part::Whole => api.patch(&name, params, patch).await,
+                Part::Status => api.patch_status(&name, params, patch).await,
+            }
+        };
+        self.run(verb, &resource, write).await
     }
 
     pub async fn delete<K>(&self, api: &Api<K>, live: &K, params: &DeleteParams) -> kube::Result<()>

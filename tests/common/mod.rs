@@ -1,31 +1,13 @@
 //! Helpers for kcm's integration tests: the real binary as a subprocess, raw HTTP, polling.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
-use std::future::Future;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
-/// Polls `check` until it is true or `timeout` passes; never a fixed sleep.
-pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if check().await {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+pub use kube_testserver::testing::eventually;
 
 /// A port that was free a moment ago, for kcm's HTTP listener.
 pub fn free_port() -> u16 {
@@ -35,23 +17,10 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
-/// Plain HTTP/1.1 GET on 127.0.0.1: (status code, body); None when nothing listens yet.
+/// GET on kcm's listener: (status code, body); None when nothing listens yet.
 pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.ok()?;
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let code = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Some((code, body))
+    let resp = kube_testserver::testing::http_get(([127, 0, 0, 1], port).into(), path).await?;
+    Some((resp.status, resp.body))
 }
 
 /// A running `kcm` binary, killed when dropped.

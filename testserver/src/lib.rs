@@ -12,6 +12,7 @@ pub mod patch;
 mod resources;
 pub mod selector;
 mod store;
+pub mod testing;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -179,6 +179,12 @@ fn now_rfc3339() -> String {
         .to_string()
 }
 
+/// Where an object of `rt` named `name` is stored: cluster-scoped objects have no namespace.
+fn obj_key(rt: &ResourceType, ns: &str, name: &str) -> ObjKey {
+    let ns = if rt.namespaced { ns } else { "" };
+    (ns.to_string(), name.to_string())
+}
+
 fn meta(obj: &Value) -> &Value {
     &obj["metadata"]
 }
@@ -584,29 +590,27 @@ impl State {
             .ok_or_else(|| ApiError::not_found(&rt, &key.1))?;
         let current = stored.obj.clone();
         let ownership = stored.ownership.clone();
-        if let Some(uid) = &opts.precondition_uid
-            && meta_str(&current, "uid") != Some(uid.as_str())
-        {
-            return Err(ApiError::conflict(
-                &rt,
-                &key.1,
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    meta_str(&current, "uid").unwrap_or_default()
-                ),
-            ));
-        }
-        if let Some(rv) = &opts.precondition_resource_version
-            && meta_str(&current, "resourceVersion") != Some(rv.as_str())
-        {
-            return Err(ApiError::conflict(
-                &rt,
-                &key.1,
-                &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                    meta_str(&current, "resourceVersion").unwrap_or_default()
-                ),
-            ));
+        let preconditions = [
+            ("UID", "uid", &opts.precondition_uid),
+            (
+                "ResourceVersion",
+                "resourceVersion",
+                &opts.precondition_resource_version,
+            ),
+        ];
+        for (label, field, expected) in preconditions {
+            let actual = meta_str(&current, field).unwrap_or_default();
+            if let Some(expected) = expected
+                && expected != actual
+            {
+                return Err(ApiError::conflict(
+                    &rt,
+                    &key.1,
+                    &format!(
+                        "Precondition failed: {label} in precondition: {expected}, {label} in object meta: {actual}"
+                    ),
+                ));
+            }
         }
         if opts.dry_run {
             return Ok(current);
@@ -914,14 +918,7 @@ impl State {
             ));
         }
         self.namespace_check(rt, ns)?;
-        let key = (
-            if rt.namespaced {
-                ns.to_string()
-            } else {
-                String::new()
-            },
-            name.clone(),
-        );
+        let key = obj_key(rt, ns, &name);
         if self.collection(rt)?.objects.contains_key(&key) {
             return Err(ApiError::already_exists(rt, &name));
         }
@@ -1128,7 +1125,7 @@ impl Store {
     }
 
     pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
-        self.lock().lookup(rt, &(ns.to_string(), name.to_string()))
+        self.lock().lookup(rt, &obj_key(rt, ns, name))
     }
 
     pub fn list(
@@ -1317,10 +1314,7 @@ impl Store {
         let created = st.create_object(rt, &ns, obj, &WriteOptions::default(), None)?;
         match status {
             Some(status) if rt.status => {
-                let key = (
-                    if rt.namespaced { ns } else { String::new() },
-                    meta_str(&created, "name").unwrap_or_default().to_string(),
-                );
+                let key = obj_key(rt, &ns, meta_str(&created, "name").unwrap_or_default());
                 st.update_object(
                     rt,
                     &key,
@@ -1343,14 +1337,8 @@ impl Store {
         sub: Subresource,
         opts: &WriteOptions,
     ) -> Result<Arc<Value>, ApiError> {
-        self.lock().update_object(
-            rt,
-            &(ns.to_string(), name.to_string()),
-            obj,
-            sub,
-            opts,
-            None,
-        )
+        self.lock()
+            .update_object(rt, &obj_key(rt, ns, name), obj, sub, opts, None)
     }
 
     /// Applies a patch; returns the object and whether it was created (server-side apply only).
@@ -1364,14 +1352,7 @@ impl Store {
         opts: &WriteOptions,
     ) -> Result<(Arc<Value>, bool), ApiError> {
         let mut st = self.lock();
-        let key = (
-            if rt.namespaced {
-                ns.to_string()
-            } else {
-                String::new()
-            },
-            name.to_string(),
-        );
+        let key = obj_key(rt, ns, name);
         let existing = st
             .collection(rt)?
             .objects
@@ -1470,14 +1451,7 @@ impl Store {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<Arc<Value>, ApiError> {
-        let key = (
-            if rt.namespaced {
-                ns.to_string()
-            } else {
-                String::new()
-            },
-            name.to_string(),
-        );
+        let key = obj_key(rt, ns, name);
         self.lock().delete_object(&rt.key(), &key, opts)
     }
 

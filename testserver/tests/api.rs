@@ -965,9 +965,11 @@ async fn injected_faults_and_the_request_log() {
 async fn raw_429_carries_retry_after_header_and_status_body() {
     let server = TestServer::start().await;
     server.inject(Fault::error(429).verb("get").retry_after(3).times(1));
-    let (head, body) =
-        common::raw_get(server.addr(), "/api/v1/namespaces/default/configmaps/x").await;
-    assert!(head.starts_with("HTTP/1.1 429"), "{head}");
+    let resp = common::http_get(server.addr(), "/api/v1/namespaces/default/configmaps/x")
+        .await
+        .unwrap();
+    let (head, body) = (resp.head, resp.body);
+    assert_eq!(resp.status, 429);
     assert!(
         head.to_ascii_lowercase().contains("retry-after: 3"),
         "{head}"

@@ -100,7 +100,6 @@ async fn version_and_health_endpoints() {
     let server = TestServer::start().await;
     let info = server.client().apiserver_version().await.unwrap();
     assert_eq!((info.major.as_str(), info.minor.as_str()), ("1", "36"));
-    let (head, body) = common::raw_get(server.addr(), "/readyz").await;
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert_eq!(body, "ok");
+    let resp = common::http_get(server.addr(), "/readyz").await.unwrap();
+    assert_eq!((resp.status, resp.body.as_str()), (200, "ok"));
 }

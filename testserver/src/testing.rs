@@ -1,0 +1,54 @@
+//! Helpers for tests that use the server: polling with a deadline instead of fixed sleeps,
+//! and a raw HTTP GET for assertions on status lines and headers a client library hides.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// Polls `check` every 10 ms until it returns true.
+///
+/// # Panics
+/// When `timeout` passes first, naming `what` was awaited.
+pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A raw HTTP response: status code, header block and body.
+#[derive(Debug, Clone)]
+pub struct RawResponse {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+/// `GET path` over a fresh HTTP/1.1 connection; `None` when nothing answers (yet).
+pub async fn http_get(addr: SocketAddr, path: &str) -> Option<RawResponse> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.ok()?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some(RawResponse {
+        status,
+        head: head.to_string(),
+        body: body.to_string(),
+    })
+}
