@@ -144,3 +144,75 @@ async fn node_count_survives_a_dropped_watch_and_a_410_relist() {
     wait_census(&nodes, "0", 89).await;
     kcm.stop().await;
 }
+
+#[tokio::test]
+async fn a_node_gone_before_its_patch_is_not_retried() {
+    let server = TestServer::start().await;
+    let nodes: Api<Node> = Api::all(server.client());
+    // The patch answers 404, as for a node deleted between the store read and the write.
+    server.inject(Fault::error(404).verb("patch").resource("nodes").times(1));
+    create_nodes(&nodes, 0..1, None).await;
+    let kcm = InProcess::start(&server, &["--controllers=ttl"]).await;
+    eventually("the patch was tried", DEADLINE, || async {
+        server.count(|r| r.is("patch", "nodes", "")) == 1
+    })
+    .await;
+    eventually("reconcile counted", DEADLINE, || async {
+        kcm.metric("kcm_reconcile_total{controller=\"ttl-controller\",result=\"success\"}")
+            .await
+            == Some(1.0)
+    })
+    .await;
+    assert_eq!(
+        kcm.metric("workqueue_retries_total{name=\"ttlcontroller\"}")
+            .await,
+        Some(0.0)
+    );
+    assert_eq!(
+        kcm.metric("kcm_reconcile_total{controller=\"ttl-controller\",result=\"error\"}")
+            .await,
+        None
+    );
+    kcm.stop().await;
+}
+
+#[tokio::test]
+async fn shadow_mode_writes_nothing_and_counts_each_difference() {
+    let server = TestServer::start().await;
+    let nodes: Api<Node> = Api::all(server.client());
+    create_nodes(&nodes, 0..3, None).await;
+    create_nodes(&nodes, 3..5, Some("0")).await;
+    let kcm = InProcess::start(
+        &server,
+        &["--controllers=ttl", "--shadow", "--leader-elect=true"],
+    )
+    .await;
+    eventually("three differences counted", DEADLINE, || async {
+        kcm.metric("kcm_shadow_diffs_total{controller=\"ttl-controller\",resource=\"nodes\"}")
+            .await
+            == Some(3.0)
+    })
+    .await;
+    eventually("all five reconciled", DEADLINE, || async {
+        kcm.metric("kcm_reconcile_total{controller=\"ttl-controller\",result=\"success\"}")
+            .await
+            >= Some(5.0)
+    })
+    .await;
+    let kcm_requests: Vec<String> = server
+        .requests()
+        .iter()
+        .filter(|r| r.user_agent.contains("kcm/") && (r.is_write() || r.info.resource == "leases"))
+        .map(|r| format!("{} {}", r.info.verb, r.path))
+        .collect();
+    assert_eq!(
+        kcm_requests,
+        Vec::<String>::new(),
+        "no writes and no lease in shadow mode"
+    );
+    assert_eq!(
+        ttl_census(&nodes).await,
+        BTreeMap::from([(String::new(), 3), ("0".to_string(), 2)])
+    );
+    kcm.stop().await;
+}

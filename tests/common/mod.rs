@@ -113,10 +113,13 @@ impl InProcess {
         let port = free_port();
         let mut args = vec![
             "kcm".to_string(),
-            "--leader-elect=false".into(),
             format!("--port={port}"),
             "--bind-address=127.0.0.1".into(),
         ];
+        // No lease unless the test asks for leader election explicitly.
+        if !extra.iter().any(|a| a.starts_with("--leader-elect")) {
+            args.push("--leader-elect=false".into());
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
         let settings = <kcm::cli::Options as clap::Parser>::try_parse_from(&args)
             .expect("flags parse")

@@ -2,6 +2,11 @@
 //! step up when the count exceeds the current step's `size_max`, down when it falls below its
 //! `size_min`, at most one step per node added or deleted.
 
+use serde_json::{Value, json};
+
+/// The annotation kubelets read (`v1.ObjectTTLAnnotationKey`).
+pub const TTL_ANNOTATION: &str = "node.alpha.kubernetes.io/ttl";
+
 /// One row of upstream's `ttlBoundaries`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Boundary {
@@ -110,9 +115,89 @@ pub fn decide(current: Option<&str>, desired: i32) -> Decision {
     }
 }
 
+/// The strategic merge patch that sets the annotation: upstream's two-way diff of the node
+/// before and after, which only ever touches this one key.
+pub fn annotation_patch(value: &str) -> Value {
+    json!({ "metadata": { "annotations": { TTL_ANNOTATION: value } } })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Port of upstream's TestDesiredTTL: (count, step, add or delete) → desired TTL.
+    #[test]
+    fn upstream_desired_ttl_cases() {
+        let cases = [
+            (0, 0, true, 0),
+            (99, 0, true, 0),
+            (100, 0, true, 15),
+            (101, 1, false, 15),
+            (91, 1, false, 15),
+            (91, 1, true, 15),
+            (90, 1, false, 0),
+        ];
+        for (node_count, step, add, expected) in cases {
+            let mut state = TtlState { node_count, step };
+            if add {
+                state.node_added();
+            } else {
+                state.node_deleted();
+            }
+            assert_eq!(
+                state.desired_ttl(),
+                expected,
+                "{node_count} nodes at step {step}, add={add}"
+            );
+        }
+    }
+
+    /// Port of upstream's TestPatchNode and TestUpdateNodeIfNeeded: the exact patch body
+    /// sent, or none when the annotation already matches.
+    #[test]
+    fn upstream_patch_bodies() {
+        let cases = [
+            (
+                None,
+                0,
+                Some(r#"{"metadata":{"annotations":{"node.alpha.kubernetes.io/ttl":"0"}}}"#),
+            ),
+            (
+                None,
+                10,
+                Some(r#"{"metadata":{"annotations":{"node.alpha.kubernetes.io/ttl":"10"}}}"#),
+            ),
+            (
+                None,
+                15,
+                Some(r#"{"metadata":{"annotations":{"node.alpha.kubernetes.io/ttl":"15"}}}"#),
+            ),
+            (
+                Some("0"),
+                10,
+                Some(r#"{"metadata":{"annotations":{"node.alpha.kubernetes.io/ttl":"10"}}}"#),
+            ),
+            (
+                Some("0"),
+                60,
+                Some(r#"{"metadata":{"annotations":{"node.alpha.kubernetes.io/ttl":"60"}}}"#),
+            ),
+            (
+                Some("60"),
+                30,
+                Some(r#"{"metadata":{"annotations":{"node.alpha.kubernetes.io/ttl":"30"}}}"#),
+            ),
+            (Some("10"), 10, None),
+            (Some("60"), 60, None),
+        ];
+        for (current, desired, want) in cases {
+            let body = match decide(current, desired) {
+                Decision::Keep => None,
+                Decision::Set { value, .. } => Some(annotation_patch(&value).to_string()),
+            };
+            assert_eq!(body.as_deref(), want, "{current:?} → {desired}");
+        }
+    }
 
     fn grown_to(count: usize) -> TtlState {
         let mut state = TtlState::default();

@@ -13,16 +13,14 @@ use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use serde_json::json;
 
-use self::boundaries::{Decision, TtlState, decide};
+use self::boundaries::{Decision, TTL_ANNOTATION, TtlState, annotation_patch, decide};
 use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
 use crate::runtime::informer::Change;
 use crate::runtime::queue::{WorkQueue, run_workers};
 use crate::runtime::writer::ApiWriter;
 
-pub const TTL_ANNOTATION: &str = "node.alpha.kubernetes.io/ttl";
 const CONTROLLER: &str = "ttl-controller";
 const QUEUE: &str = "ttlcontroller";
 /// Upstream hard-codes five workers and has no flag for it.
@@ -96,8 +94,7 @@ impl Ttl {
                 "Could not convert the value with annotation key for the node; overwriting it"
             );
         }
-        let patch =
-            Patch::Strategic(json!({ "metadata": { "annotations": { TTL_ANNOTATION: value } } }));
+        let patch = Patch::Strategic(annotation_patch(&value));
         match self
             .writer
             .patch(&self.api, &node, &PatchParams::default(), &patch)

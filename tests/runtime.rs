@@ -1,0 +1,166 @@
+//! The runtime's write path and event recorder against kube-testserver.
+
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
+use k8s_openapi::api::events::v1::Event;
+use kcm::runtime::events::EventRecorder;
+use kcm::runtime::metrics::Metrics;
+use kcm::runtime::writer::ApiWriter;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube_testserver::TestServer;
+use serde_json::json;
+
+fn cm(name: &str, value: &str) -> ConfigMap {
+    serde_json::from_value(
+        json!({ "metadata": { "name": name, "namespace": "default" }, "data": { "k": value } }),
+    )
+    .unwrap()
+}
+
+fn writes(metrics: &Metrics, verb: &str, result: &str) -> u64 {
+    metrics
+        .api_writes
+        .with_label_values(&["test", verb, "configmaps", result])
+        .get()
+}
+
+#[tokio::test]
+async fn writer_counts_writes_and_shadow_writes_nothing() {
+    let server = TestServer::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let metrics = Metrics::new().unwrap();
+    let writer = ApiWriter::new("test", metrics.clone(), false);
+    let created = writer.create(&api, &cm("a", "1")).await.unwrap();
+    let mut desired = created.clone();
+    desired.data = Some([("k".to_string(), "2".to_string())].into());
+    writer.replace(&api, &created, &desired).await.unwrap();
+    let stale = writer.replace(&api, &created, &desired).await;
+    assert!(
+        matches!(stale, Err(kube::Error::Api(s)) if s.code == 409),
+        "stale replace conflicts"
+    );
+    assert_eq!(
+        (
+            writes(&metrics, "create", "success"),
+            writes(&metrics, "update", "success"),
+            writes(&metrics, "update", "error")
+        ),
+        (1, 1, 1)
+    );
+
+    let shadow_metrics = Metrics::new().unwrap();
+    let shadow = ApiWriter::new("test", shadow_metrics.clone(), true);
+    let before = server.count(|r| r.is_write());
+    let live = api.get("a").await.unwrap();
+    let mut changed = live.clone();
+    changed.data = Some([("k".to_string(), "3".to_string())].into());
+    let returned = shadow.replace(&api, &live, &changed).await.unwrap();
+    assert_eq!(
+        returned.data.unwrap()["k"],
+        "3",
+        "shadow returns what would have been written"
+    );
+    shadow
+        .patch(
+            &api,
+            &live,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": { "k": "4" } })),
+        )
+        .await
+        .unwrap();
+    shadow.create(&api, &cm("b", "1")).await.unwrap();
+    shadow
+        .delete(&api, &live, &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        server.count(|r| r.is_write()),
+        before,
+        "shadow sent no write"
+    );
+    assert_eq!(
+        shadow_metrics
+            .shadow_diffs
+            .with_label_values(&["test", "configmaps"])
+            .get(),
+        4
+    );
+    assert_eq!(api.get("a").await.unwrap().data.unwrap()["k"], "2");
+}
+
+#[tokio::test]
+async fn events_are_recorded_under_the_reporting_name_and_withheld_in_shadow() {
+    let server = TestServer::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let obj = api
+        .create(&PostParams::default(), &cm("a", "1"))
+        .await
+        .unwrap();
+    let reference = ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ConfigMap".into()),
+        name: obj.metadata.name.clone(),
+        namespace: obj.metadata.namespace.clone(),
+        uid: obj.metadata.uid.clone(),
+        ..Default::default()
+    };
+    let metrics = Metrics::new().unwrap();
+    let recorder = EventRecorder::new(
+        server.client(),
+        "controllermanager",
+        "test",
+        metrics.clone(),
+        false,
+    );
+    recorder
+        .publish(
+            &reference,
+            true,
+            "NoPods",
+            "No matching pods found".into(),
+            "Sync",
+        )
+        .await;
+    let events: Api<Event> = Api::namespaced(server.client(), "default");
+    let listed = events.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(listed.len(), 1);
+    let event = &listed[0];
+    assert_eq!(event.reason.as_deref(), Some("NoPods"));
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.note.as_deref(), Some("No matching pods found"));
+    assert_eq!(
+        event.reporting_controller.as_deref(),
+        Some("controllermanager")
+    );
+    assert_eq!(
+        event.regarding.as_ref().and_then(|r| r.name.as_deref()),
+        Some("a")
+    );
+    assert_eq!(
+        metrics
+            .api_writes
+            .with_label_values(&["test", "create", "events", "success"])
+            .get(),
+        1
+    );
+
+    let shadow = EventRecorder::new(
+        server.client(),
+        "controllermanager",
+        "test",
+        Metrics::new().unwrap(),
+        true,
+    );
+    shadow
+        .publish(&reference, false, "Other", "x".into(), "Sync")
+        .await;
+    assert_eq!(
+        events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+}
