@@ -38,6 +38,7 @@ fn describe(change: &Change<Pod>) -> String {
             new.resource_version().unwrap_or_default()
         ),
         Change::Deleted(p) => format!("deleted {}", p.name_any()),
+        Change::Synced => "synced".to_string(),
     }
 }
 
@@ -58,6 +59,7 @@ async fn three_readers_share_one_watch_and_see_old_and_new() {
     informer.wait_synced().await;
     for rx in &mut subscribers {
         assert_eq!(describe(&next_change(rx).await), "added a");
+        assert_eq!(describe(&next_change(rx).await), "synced");
     }
     let stored = informer.store().state();
     assert!(
@@ -86,6 +88,7 @@ async fn three_readers_share_one_watch_and_see_old_and_new() {
     // A late subscriber first gets what is stored.
     let mut late = informers.get::<Pod>().subscribe();
     assert_eq!(describe(&next_change(&mut late).await), "added a");
+    assert_eq!(describe(&next_change(&mut late).await), "synced");
 
     assert_eq!(
         server.count(|r| r.is("watch", "pods", "")),
@@ -120,6 +123,7 @@ async fn deletes_missed_while_disconnected_arrive_after_the_relist() {
     ];
     seen.sort();
     assert_eq!(seen, vec!["added a", "added b"]);
+    assert_eq!(describe(&next_change(&mut rx).await), "synced");
 
     server.inject(Fault::error(500).verb("watch").resource("pods"));
     server.store().drop_watches();

@@ -29,8 +29,15 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 #[derive(Debug)]
 pub enum Change<K> {
     Added(Arc<K>),
-    Updated { old: Arc<K>, new: Arc<K> },
+    Updated {
+        old: Arc<K>,
+        new: Arc<K>,
+    },
     Deleted(Arc<K>),
+    /// Sent once: the subscriber has now been told about every object of the first complete
+    /// list (client-go's handler `HasSynced`), so workers can start without acting on a
+    /// half-counted state.
+    Synced,
 }
 
 impl<K> Clone for Change<K> {
@@ -42,16 +49,7 @@ impl<K> Clone for Change<K> {
                 new: new.clone(),
             },
             Change::Deleted(k) => Change::Deleted(k.clone()),
-        }
-    }
-}
-
-impl<K> Change<K> {
-    /// The object as it is now, or as it was last seen when deleted.
-    pub fn object(&self) -> &Arc<K> {
-        match self {
-            Change::Added(k) | Change::Deleted(k) => k,
-            Change::Updated { new, .. } => new,
+            Change::Synced => Change::Synced,
         }
     }
 }
@@ -113,8 +111,9 @@ where
         &self.resource
     }
 
-    /// A stream of changes from now on. A subscriber that joins after the initial list gets
-    /// every stored object as `Added` first, as client-go's late event handlers do.
+    /// A stream of changes from now on, with `Synced` once the first list is through. A
+    /// subscriber that joins after the initial list gets every stored object as `Added` and
+    /// then `Synced` first, as client-go's late event handlers do.
     pub fn subscribe(&self) -> mpsc::UnboundedReceiver<Change<K>> {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut dispatch = self.lock();
@@ -122,6 +121,7 @@ where
             for obj in self.reader.state() {
                 let _ = tx.send(Change::Added(obj));
             }
+            let _ = tx.send(Change::Synced);
         }
         dispatch.handlers.push(tx);
         rx
@@ -185,6 +185,9 @@ where
                             changes.push(Change::Deleted(obj));
                         }
                     }
+                }
+                if !*self.synced.borrow() {
+                    changes.push(Change::Synced);
                 }
             }
         }

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::oneshot;
 
 use self::boundaries::{Decision, TTL_ANNOTATION, TtlState, annotation_patch, decide};
 use super::{Context, ControllerEntry, ControllerError};
@@ -47,12 +48,13 @@ impl Ttl {
     }
 
     /// Event handling as upstream's add/update/delete handlers, plus the enqueue-all on a
-    /// step change.
-    fn on_change(&self, change: Change<Node>, queue: &WorkQueue<String>) {
+    /// step change. Returns true on `Synced`.
+    fn on_change(&self, change: Change<Node>, queue: &WorkQueue<String>) -> bool {
         let (changed, enqueue) = match &change {
             Change::Added(node) => (self.state().node_added(), Some(node.name_any())),
             Change::Updated { new, .. } => (false, Some(new.name_any())),
             Change::Deleted(_) => (self.state().node_deleted(), None),
+            Change::Synced => return true,
         };
         if changed {
             let (count, ttl) = {
@@ -71,6 +73,7 @@ impl Ttl {
         if let Some(name) = enqueue {
             queue.add(name);
         }
+        false
     }
 
     async fn reconcile(&self, name: String) -> Result<(), kube::Error> {
@@ -125,16 +128,24 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         ctx: ctx.clone(),
     };
     let mut changes = informer.subscribe();
+    // Workers start once the handler has counted every node of the first list, so no node
+    // is patched with a TTL for a cluster size that is still being counted.
+    let (synced_tx, synced_rx) = oneshot::channel::<()>();
     let handler = {
         let ttl = ttl.clone();
         let queue = queue.clone();
         let shutdown = ctx.shutdown.clone();
         tokio::spawn(async move {
+            let mut synced_tx = Some(synced_tx);
             loop {
                 tokio::select! {
                     _ = shutdown.cancelled() => break,
                     change = changes.recv() => match change {
-                        Some(change) => ttl.on_change(change, &queue),
+                        Some(change) => {
+                            if ttl.on_change(change, &queue) && let Some(tx) = synced_tx.take() {
+                                let _ = tx.send(());
+                            }
+                        }
                         None => break,
                     },
                 }
@@ -144,7 +155,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     };
     tokio::select! {
         _ = ctx.shutdown.cancelled() => {}
-        _ = informer.wait_synced() => {}
+        _ = synced_rx => {}
     }
     let workers = {
         let ttl = ttl.clone();
