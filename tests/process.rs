@@ -201,3 +201,27 @@ async fn failed_writes_are_retried_on_client_go_backoff_curve() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn selected_controllers_that_are_not_built_are_named_in_the_log() {
+    let server = TestServer::start().await;
+    let kcm = Kcm::start(
+        server.kubeconfig_path(),
+        &["--controllers=ttl,disruption", "--leader-elect=false"],
+    );
+    eventually("the log names the unbuilt controller", DEADLINE, || async {
+        kcm.log()
+            .contains("controller is not built in this version of kcm")
+    })
+    .await;
+    let log = kcm.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("not built"))
+        .unwrap_or_default();
+    assert!(line.contains("disruption-controller"), "{line}");
+    assert!(
+        log.contains("starting controller") && log.contains("ttl-controller"),
+        "{log}"
+    );
+}

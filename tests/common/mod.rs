@@ -27,6 +27,8 @@ pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
 pub struct Kcm {
     child: Child,
     pub port: u16,
+    /// Where the process's stderr (its log) goes.
+    log: tempfile::NamedTempFile,
 }
 
 /// Short leader-election timings so tests do not wait out upstream's 15 s.
@@ -39,6 +41,8 @@ pub const FAST_LEASE: [&str; 3] = [
 impl Kcm {
     pub fn start(kubeconfig: &Path, extra: &[&str]) -> Self {
         let port = free_port();
+        let log = tempfile::NamedTempFile::new().expect("a log file");
+        let stderr = log.reopen().expect("log file reopens");
         let child = Command::new(env!("CARGO_BIN_EXE_kcm"))
             .arg("--kubeconfig")
             .arg(kubeconfig)
@@ -46,10 +50,15 @@ impl Kcm {
             .arg("--bind-address=127.0.0.1")
             .args(extra)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("kcm starts");
-        Self { child, port }
+        Self { child, port, log }
+    }
+
+    /// What the process has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
     }
 
     pub fn pid(&self) -> u32 {
