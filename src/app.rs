@@ -17,7 +17,10 @@ use crate::runtime::leader::{LeaderElectionConfig, LeaderElector, default_identi
 use crate::runtime::metrics::Metrics;
 
 /// Every controller kcm has. Adding one is one line here.
-const CONTROLLERS: &[ControllerEntry] = &[crate::controllers::ttl::ENTRY];
+const CONTROLLERS: &[ControllerEntry] = &[
+    crate::controllers::ttl::ENTRY,
+    crate::controllers::storageversiongc::ENTRY,
+];
 
 /// How long in-flight reconciles may take to finish after SIGTERM.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -220,8 +223,17 @@ pub async fn run_with_client(
             }
         }
     };
+    // With nothing to run (all skipped), stay up and healthy instead of exiting into a crash
+    // loop; the operator sees why in the log.
+    let idle = tasks.is_empty();
+    if idle {
+        tracing::warn!("no controller is running; kcm stays up until stopped");
+    }
     let controllers_done = controllers_stop.clone();
     let wait_controllers = async move {
+        if idle {
+            std::future::pending::<()>().await;
+        }
         let results = join_all(tasks).await;
         controllers_done.cancel();
         results
@@ -243,6 +255,7 @@ pub async fn run_with_client(
     // Stop the controllers and give in-flight reconciles time to finish.
     controllers_stop.cancel();
     if outcome.is_ok()
+        && !idle
         && tokio::time::timeout(SHUTDOWN_GRACE, &mut wait_controllers)
             .await
             .is_err()

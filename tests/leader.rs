@@ -386,8 +386,11 @@ async fn racing_candidates_on_an_expired_lease_exactly_one_wins() {
     .expect("one wins, the other gets a conflict");
     server.faults().clear();
 
-    let (winner, loser) = if a.is_leader() { (a, b) } else { (b, a) };
-    let winner_id = winner.elector.identity().to_string();
+    let (winner, loser, winner_id) = if a.is_leader() {
+        (a, b, "a")
+    } else {
+        (b, a, "b")
+    };
     // The old holder's 1s lease has expired for both, yet only one leads, through several
     // retry periods.
     assert_only_leader(Duration::from_millis(1500), &winner, &loser).await;

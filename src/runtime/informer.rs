@@ -17,10 +17,11 @@ use kube::runtime::watcher;
 use kube::runtime::watcher::Event;
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
+use super::queue::{QueueKey, WorkQueue};
 
 /// The annotation `kubectl apply` leaves on objects; large and never read by controllers.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -89,7 +90,6 @@ pub struct Informer<K: Resource + Clone + 'static>
 where
     K::DynamicType: Eq + Hash + Clone,
 {
-    resource: String,
     dyntype: K::DynamicType,
     reader: Store<K>,
     dispatch: Mutex<Dispatch<K>>,
@@ -106,11 +106,6 @@ where
         &self.reader
     }
 
-    /// The resource this informer watches, e.g. `pods`.
-    pub fn resource(&self) -> &str {
-        &self.resource
-    }
-
     /// A stream of changes from now on, with `Synced` once the first list is through. A
     /// subscriber that joins after the initial list gets every stored object as `Added` and
     /// then `Synced` first, as client-go's late event handlers do.
@@ -125,10 +120,6 @@ where
         }
         dispatch.handlers.push(tx);
         rx
-    }
-
-    pub fn is_synced(&self) -> bool {
-        *self.synced.borrow()
     }
 
     /// Waits for the first complete list.
@@ -202,6 +193,35 @@ where
     }
 }
 
+/// Feeds a subscription to a controller's queue until shutdown, as client-go's event
+/// handlers do: `on_change` decides what to enqueue; `synced` fires at the subscription's
+/// `Synced`, so workers can wait for it; the queue shuts down when the feed ends.
+pub async fn feed<K, Q: QueueKey>(
+    mut changes: mpsc::UnboundedReceiver<Change<K>>,
+    queue: WorkQueue<Q>,
+    shutdown: CancellationToken,
+    synced: oneshot::Sender<()>,
+    mut on_change: impl FnMut(Change<K>, &WorkQueue<Q>),
+) {
+    let mut synced = Some(synced);
+    loop {
+        let change = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            change = changes.recv() => change,
+        };
+        match change {
+            None => break,
+            Some(Change::Synced) => {
+                if let Some(tx) = synced.take() {
+                    let _ = tx.send(());
+                }
+            }
+            Some(change) => on_change(change, &queue),
+        }
+    }
+    queue.shut_down();
+}
+
 type SyncFlag = (String, watch::Receiver<bool>);
 
 /// The process-wide set of informers, created on first use.
@@ -253,7 +273,6 @@ impl Informers {
         let writer = Writer::new(dyntype.clone());
         let (synced, synced_rx) = watch::channel(false);
         let informer = Arc::new(Informer {
-            resource: resource.clone(),
             reader: writer.as_reader(),
             dyntype,
             dispatch: Mutex::new(Dispatch {
@@ -298,15 +317,6 @@ impl Informers {
             }
         });
         informer
-    }
-
-    /// True once every informer started so far has completed its first list.
-    pub fn all_synced(&self) -> bool {
-        self.synced
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .all(|(_, rx)| *rx.borrow())
     }
 
     /// Resources whose informers have not completed their first list yet.

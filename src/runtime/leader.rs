@@ -231,10 +231,6 @@ impl LeaderElector {
         self.leading.load(Ordering::SeqCst)
     }
 
-    pub fn identity(&self) -> &str {
-        &self.config.identity
-    }
-
     fn describe(&self) -> String {
         format!("{}/{}", self.config.namespace, self.config.name)
     }

@@ -93,10 +93,6 @@ impl ApiWriter {
         }
     }
 
-    pub fn is_shadow(&self) -> bool {
-        self.shadow
-    }
-
     fn resource<K: Resource<DynamicType = ()>>(subresource: Option<&str>) -> String {
         let plural = K::plural(&());
         match subresource {

@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 use self::boundaries::{Decision, TTL_ANNOTATION, TtlState, annotation_patch, decide};
 use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
-use crate::runtime::informer::Change;
+use crate::runtime::informer::{Change, feed};
 use crate::runtime::queue::{WorkQueue, run_workers};
 use crate::runtime::writer::ApiWriter;
 
@@ -48,13 +48,13 @@ impl Ttl {
     }
 
     /// Event handling as upstream's add/update/delete handlers, plus the enqueue-all on a
-    /// step change. Returns true on `Synced`.
-    fn on_change(&self, change: Change<Node>, queue: &WorkQueue<String>) -> bool {
+    /// step change.
+    fn on_change(&self, change: Change<Node>, queue: &WorkQueue<String>) {
         let (changed, enqueue) = match &change {
             Change::Added(node) => (self.state().node_added(), Some(node.name_any())),
             Change::Updated { new, .. } => (false, Some(new.name_any())),
             Change::Deleted(_) => (self.state().node_deleted(), None),
-            Change::Synced => return true,
+            Change::Synced => return,
         };
         if changed {
             let (count, ttl) = {
@@ -73,7 +73,6 @@ impl Ttl {
         if let Some(name) = enqueue {
             queue.add(name);
         }
-        false
     }
 
     async fn reconcile(&self, name: String) -> Result<(), kube::Error> {
@@ -127,31 +126,18 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         writer: ctx.writer(CONTROLLER),
         ctx: ctx.clone(),
     };
-    let mut changes = informer.subscribe();
     // Workers start once the handler has counted every node of the first list, so no node
     // is patched with a TTL for a cluster size that is still being counted.
     let (synced_tx, synced_rx) = oneshot::channel::<()>();
     let handler = {
         let ttl = ttl.clone();
-        let queue = queue.clone();
-        let shutdown = ctx.shutdown.clone();
-        tokio::spawn(async move {
-            let mut synced_tx = Some(synced_tx);
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    change = changes.recv() => match change {
-                        Some(change) => {
-                            if ttl.on_change(change, &queue) && let Some(tx) = synced_tx.take() {
-                                let _ = tx.send(());
-                            }
-                        }
-                        None => break,
-                    },
-                }
-            }
-            queue.shut_down();
-        })
+        tokio::spawn(feed(
+            informer.subscribe(),
+            queue.clone(),
+            ctx.shutdown.clone(),
+            synced_tx,
+            move |change, queue| ttl.on_change(change, queue),
+        ))
     };
     tokio::select! {
         _ = ctx.shutdown.cancelled() => {}

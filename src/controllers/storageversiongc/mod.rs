@@ -1,0 +1,202 @@
+//! storageversion-garbage-collector-controller: removes StorageVersion entries of API servers
+//! whose identity Lease is gone, recomputing the common encoding version, or deletes the
+//! StorageVersion when no entry is left. Two independent lanes, one worker each, as upstream:
+//! deleted leases, and StorageVersions that name unknown servers.
+
+pub mod gc;
+
+use std::collections::HashSet;
+
+use futures::FutureExt;
+use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use self::gc::{
+    IDENTITY_NAMESPACE, Outcome, collect, entries, has_identity_label, is_identity_lease,
+};
+use super::{Context, ControllerEntry, ControllerError};
+use crate::cli::Controller;
+use crate::runtime::informer::{Change, feed};
+use crate::runtime::queue::{WorkQueue, run_workers};
+use crate::runtime::writer::ApiWriter;
+
+const CONTROLLER: &str = "storageversion-garbage-collector-controller";
+const LEASE_QUEUE: &str = "storage_version_garbage_collector_leases";
+const STORAGE_VERSION_QUEUE: &str = "storage_version_garbage_collector_storageversions";
+
+pub const ENTRY: ControllerEntry = ControllerEntry {
+    controller: Controller::StorageVersionGc,
+    api: Some(("internal.apiserver.k8s.io", "v1alpha1")),
+    run: |ctx| run(ctx).boxed(),
+};
+
+#[derive(Clone)]
+struct Gc {
+    leases: Api<Lease>,
+    storage_versions: Api<StorageVersion>,
+    writer: ApiWriter,
+}
+
+fn failed(err: impl std::fmt::Display) -> ControllerError {
+    ControllerError::Failed(err.to_string())
+}
+
+impl Gc {
+    /// A deleted identity lease: if it is really gone, drop its entries everywhere. The list
+    /// comes from the API server, not the store, as upstream.
+    async fn lease_deleted(&self, name: String) -> Result<(), ControllerError> {
+        if self.leases.get_opt(&name).await.map_err(failed)?.is_some() {
+            return Ok(());
+        }
+        let all = self
+            .storage_versions
+            .list(&ListParams::default())
+            .await
+            .map_err(failed)?;
+        let mut errors = Vec::new();
+        for sv in &all.items {
+            if let Err(err) = self.apply(sv, collect(sv, |id| id == name, &now())).await {
+                errors.push(format!("{}: {err}", sv.name_any()));
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ControllerError::Failed(errors.join("; ")))
+        }
+    }
+
+    /// A StorageVersion that may name dead servers: each entry's lease is looked up live; any
+    /// error, a missing lease or a missing identity label makes the entry invalid (upstream is
+    /// that strict).
+    async fn storage_version_changed(&self, name: String) -> Result<(), ControllerError> {
+        let Some(sv) = self.storage_versions.get_opt(&name).await.map_err(failed)? else {
+            return Ok(());
+        };
+        let mut dead = HashSet::new();
+        for entry in entries(&sv) {
+            let alive = matches!(self.leases.get_opt(&entry.api_server_id).await, Ok(Some(lease)) if has_identity_label(&lease));
+            if !alive {
+                dead.insert(entry.api_server_id.clone());
+            }
+        }
+        self.apply(&sv, collect(&sv, |id| dead.contains(id), &now()))
+            .await
+    }
+
+    async fn apply(&self, sv: &StorageVersion, outcome: Outcome) -> Result<(), ControllerError> {
+        match outcome {
+            Outcome::Keep => Ok(()),
+            Outcome::Delete => {
+                tracing::info!(
+                    storage_version = sv.name_any(),
+                    "deleting StorageVersion: no API server left"
+                );
+                self.writer
+                    .delete(&self.storage_versions, sv, &DeleteParams::default())
+                    .await
+                    .map_err(failed)
+            }
+            Outcome::UpdateStatus(updated) => self
+                .writer
+                .replace_status(&self.storage_versions, sv, &updated)
+                .await
+                .map(|_| ())
+                .map_err(failed),
+        }
+    }
+}
+
+fn now() -> Time {
+    Time(Timestamp::now())
+}
+
+/// Whether any entry names a server with no identity lease in the store (upstream's
+/// StorageVersion add/update handler, which reads the lister).
+fn names_unknown_server(sv: &StorageVersion, leases: &Store<Lease>) -> bool {
+    entries(sv).iter().any(|entry| {
+        let key = ObjectRef::new(&entry.api_server_id).within(IDENTITY_NAMESPACE);
+        !leases
+            .get(&key)
+            .is_some_and(|lease| has_identity_label(&lease))
+    })
+}
+
+async fn run(ctx: Context) -> Result<(), ControllerError> {
+    let lease_informer = ctx.informers.get::<Lease>();
+    let sv_informer = ctx.informers.get::<StorageVersion>();
+    let gc = Gc {
+        leases: Api::namespaced(ctx.client.clone(), IDENTITY_NAMESPACE),
+        storage_versions: Api::all(ctx.client.clone()),
+        writer: ctx.writer(CONTROLLER),
+    };
+    let lease_queue = WorkQueue::new(LEASE_QUEUE, &ctx.metrics.workqueue);
+    let sv_queue = WorkQueue::new(STORAGE_VERSION_QUEUE, &ctx.metrics.workqueue);
+
+    let (leases_synced, leases_ready) = tokio::sync::oneshot::channel();
+    let lease_handler = tokio::spawn(feed(
+        lease_informer.subscribe(),
+        lease_queue.clone(),
+        ctx.shutdown.clone(),
+        leases_synced,
+        |change, queue| {
+            if let Change::Deleted(lease) = change
+                && is_identity_lease(&lease)
+            {
+                queue.add(lease.name_any());
+            }
+        },
+    ));
+    let lease_store = lease_informer.store().clone();
+    let (svs_synced, svs_ready) = tokio::sync::oneshot::channel();
+    let sv_handler = tokio::spawn(feed(
+        sv_informer.subscribe(),
+        sv_queue.clone(),
+        ctx.shutdown.clone(),
+        svs_synced,
+        move |change, queue| {
+            if let Change::Added(sv) | Change::Updated { new: sv, .. } = change
+                && names_unknown_server(&sv, &lease_store)
+            {
+                queue.add(sv.name_any());
+            }
+        },
+    ));
+
+    // Both caches first, as upstream's WaitForNamedCacheSync.
+    tokio::select! {
+        _ = ctx.shutdown.cancelled() => {}
+        _ = async { let _ = tokio::join!(leases_ready, svs_ready); } => {
+            tracing::info!("Starting storage version garbage collector");
+        }
+    }
+    let observe = |lane: &'static str| {
+        let metrics = ctx.metrics.clone();
+        let gc = gc.clone();
+        move |name: String| {
+            let metrics = metrics.clone();
+            let gc = gc.clone();
+            async move {
+                let work = async {
+                    match lane {
+                        LEASE_QUEUE => gc.lease_deleted(name).await,
+                        _ => gc.storage_version_changed(name).await,
+                    }
+                };
+                metrics.observe(CONTROLLER, work).await
+            }
+        }
+    };
+    tokio::join!(
+        run_workers(lease_queue, 1, observe(LEASE_QUEUE)),
+        run_workers(sv_queue, 1, observe(STORAGE_VERSION_QUEUE))
+    );
+    tracing::info!("Shutting down storage version garbage collector");
+    let (a, b) = tokio::join!(lease_handler, sv_handler);
+    a.and(b).map_err(failed)
+}
