@@ -164,3 +164,32 @@ async fn events_are_recorded_under_the_reporting_name_and_withheld_in_shadow() {
         1
     );
 }
+
+#[tokio::test]
+async fn the_client_keeps_to_its_qps_and_burst() {
+    let server = TestServer::start().await;
+    let config = kcm::runtime::client::load_config(Some(server.kubeconfig_path()))
+        .await
+        .unwrap();
+    // Burst 2, then 10 per second: 7 requests need at least 5 waits of 100 ms.
+    let client = kcm::runtime::client::build_client(config, 10.0, 2, "qps-test").unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let start = std::time::Instant::now();
+    for _ in 0..7 {
+        api.list(&ListParams::default()).await.unwrap();
+    }
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed >= std::time::Duration::from_millis(500),
+        "7 requests took only {elapsed:?}"
+    );
+    let agent = server
+        .requests()
+        .last()
+        .map(|r| r.user_agent.clone())
+        .unwrap_or_default();
+    assert!(
+        agent.starts_with("kube-controller-manager/") && agent.ends_with("kcm/qps-test"),
+        "{agent}"
+    );
+}

@@ -979,3 +979,34 @@ async fn raw_429_carries_retry_after_header_and_status_body() {
     assert_eq!(status["reason"], "TooManyRequests");
     assert_eq!(status["details"]["retryAfterSeconds"], 3);
 }
+
+#[tokio::test]
+async fn watch_ends_at_its_timeout() {
+    use futures::StreamExt;
+    let server = TestServer::start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let rv = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut stream = cms
+        .watch(&WatchParams::default().timeout(1), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    while let Some(event) = stream.next().await {
+        assert!(
+            matches!(event, Ok(WatchEvent::Bookmark(_))),
+            "only bookmarks: {event:?}"
+        );
+    }
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(1),
+        "ended early: {:?}",
+        started.elapsed()
+    );
+}
