@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cli::{Controller, Settings};
 use crate::controllers::{Context, ControllerEntry};
 use crate::runtime::client::{ClientError, build_client, load_config};
+use crate::runtime::clock::{self, Clock};
 use crate::runtime::http;
 use crate::runtime::informer::Informers;
 use crate::runtime::leader::{LeaderElectionConfig, LeaderElector, default_identity};
@@ -97,14 +98,22 @@ pub async fn run(settings: Settings) -> Result<(), AppError> {
         settings.kube_api_burst.get(),
         &identity,
     )?;
-    run_with_client(settings, client, identity, termination_signal()).await
+    run_with_client(
+        settings,
+        client,
+        identity,
+        clock::system(),
+        termination_signal(),
+    )
+    .await
 }
 
-/// The body of [`run`] with the client and the stop signal given, so tests can drive it.
+/// The body of [`run`] with the client, clock and stop signal given, so tests can drive it.
 pub async fn run_with_client(
     settings: Settings,
     client: Client,
     identity: String,
+    clock: Clock,
     stop_signal: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AppError> {
     let metrics = Metrics::new()?;
@@ -180,6 +189,7 @@ pub async fn run_with_client(
         metrics: metrics.clone(),
         settings: Arc::new(settings.clone()),
         shutdown: controllers_stop.clone(),
+        clock,
     };
     for (controller, gate) in &settings.skipped_for_gates {
         tracing::info!(controller = %controller, gate, "controller is disabled by feature gate");

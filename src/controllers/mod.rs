@@ -11,6 +11,7 @@ use kube::Client;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{Controller, Settings};
+use crate::runtime::clock::Clock;
 use crate::runtime::events::EventRecorder;
 use crate::runtime::informer::Informers;
 use crate::runtime::metrics::Metrics;
@@ -25,6 +26,7 @@ pub struct Context {
     pub settings: Arc<Settings>,
     /// Cancelled when the controller must stop: finish the item in hand, then return.
     pub shutdown: CancellationToken,
+    pub clock: Clock,
 }
 
 impl Context {

@@ -6,7 +6,6 @@
 use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
-use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::StreamExt;
@@ -15,16 +14,13 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::watcher;
 use kube::runtime::watcher::Event;
-use kube::{Client, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
+use kube::{Client, ResourceExt};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
 use super::queue::{QueueKey, WorkQueue};
-
-/// The annotation `kubectl apply` leaves on objects; large and never read by controllers.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+use super::stored::Stored;
 
 /// What changed in a store, in the order the store saw it.
 #[derive(Debug)]
@@ -55,20 +51,7 @@ impl<K> Clone for Change<K> {
     }
 }
 
-/// Drops what no controller reads before an object is stored: managedFields and kubectl's
-/// last-applied annotation can be most of an object's size.
-pub fn trim_metadata<K: Resource>(obj: &mut K) {
-    let meta = obj.meta_mut();
-    meta.managed_fields = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.remove(LAST_APPLIED);
-    }
-}
-
-struct Dispatch<K: Resource + Clone + 'static>
-where
-    K::DynamicType: Eq + Hash + Clone,
-{
+struct Dispatch<K: Stored> {
     writer: Writer<K>,
     handlers: Vec<mpsc::UnboundedSender<Change<K>>>,
     /// Objects seen by a relist in progress, and the changes it found so far.
@@ -77,30 +60,19 @@ where
 
 /// A relist in progress: the objects it has listed, and the changes found so far (sent
 /// once the store holds the new list).
-struct Relist<K: Resource + Clone + 'static>
-where
-    K::DynamicType: Eq + Hash + Clone,
-{
+struct Relist<K: Stored> {
     seen: HashSet<ObjectRef<K>>,
     pending: Vec<Change<K>>,
 }
 
 /// One shared watch of one resource type.
-pub struct Informer<K: Resource + Clone + 'static>
-where
-    K::DynamicType: Eq + Hash + Clone,
-{
-    dyntype: K::DynamicType,
+pub struct Informer<K: Stored> {
     reader: Store<K>,
     dispatch: Mutex<Dispatch<K>>,
     synced: watch::Sender<bool>,
 }
 
-impl<K> Informer<K>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Eq + Hash + Clone + Default + Send + Sync,
-{
+impl<K: Stored> Informer<K> {
     /// The store every controller reads; it is never written by them.
     pub fn store(&self) -> &Store<K> {
         &self.reader
@@ -137,7 +109,7 @@ where
     /// at least that version.
     fn handle(&self, event: Event<K>) {
         let mut dispatch = self.lock();
-        let reference = |obj: &K| ObjectRef::from_obj_with(obj, self.dyntype.clone());
+        let reference = |obj: &K| ObjectRef::from_obj(obj);
         let mut changes = Vec::new();
         match &event {
             Event::Apply(new) => {
@@ -248,10 +220,7 @@ impl Informers {
 
     /// The informer for `K` across all namespaces, started on first use. Every later call
     /// returns the same one: one watch per type for the whole process.
-    pub fn get<K>(&self) -> Arc<Informer<K>>
-    where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    {
+    pub fn get<K: Stored>(&self) -> Arc<Informer<K>> {
         let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(existing) = started
             .get(&TypeId::of::<K>())
@@ -259,22 +228,17 @@ impl Informers {
         {
             return existing;
         }
-        let informer = self.start::<K>(Api::all(self.client.clone()), ());
+        let informer = self.start::<K>(Api::all(self.client.clone()));
         started.insert(TypeId::of::<K>(), informer.clone());
         informer
     }
 
-    fn start<K>(&self, api: Api<K>, dyntype: K::DynamicType) -> Arc<Informer<K>>
-    where
-        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-        K::DynamicType: Eq + Hash + Clone + Default + Send + Sync,
-    {
-        let resource = K::plural(&dyntype).to_string();
-        let writer = Writer::new(dyntype.clone());
+    fn start<K: Stored>(&self, api: Api<K>) -> Arc<Informer<K>> {
+        let resource = K::plural(&()).to_string();
+        let writer = Writer::default();
         let (synced, synced_rx) = watch::channel(false);
         let informer = Arc::new(Informer {
             reader: writer.as_reader(),
-            dyntype,
             dispatch: Mutex::new(Dispatch {
                 writer,
                 handlers: Vec::new(),
@@ -291,7 +255,7 @@ impl Informers {
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
             let stream = watcher(api, watcher::Config::default())
-                .modify(trim_metadata)
+                .modify(K::shape)
                 .default_backoff();
             let mut stream = std::pin::pin!(stream);
             loop {

@@ -2,10 +2,12 @@
 
 pub mod backoff;
 pub mod client;
+pub mod clock;
 pub mod events;
 pub mod http;
 pub mod informer;
 pub mod leader;
 pub mod metrics;
 pub mod queue;
+pub mod stored;
 pub mod writer;

@@ -119,6 +119,14 @@ pub struct InProcess {
 
 impl InProcess {
     pub async fn start(server: &kube_testserver::TestServer, extra: &[&str]) -> Self {
+        Self::start_with_clock(server, extra, kcm::runtime::clock::system()).await
+    }
+
+    pub async fn start_with_clock(
+        server: &kube_testserver::TestServer,
+        extra: &[&str],
+        clock: kcm::runtime::clock::Clock,
+    ) -> Self {
         let port = free_port();
         let mut args = vec![
             "kcm".to_string(),
@@ -144,6 +152,7 @@ impl InProcess {
             settings,
             client,
             "test".into(),
+            clock,
             async move {
                 let _ = rx.await;
             },

@@ -1,0 +1,77 @@
+//! How each resource type is kept in the shared stores: one shape per type for the whole
+//! process, so no controller can get a differently trimmed copy from another's informer.
+//! Everything drops managedFields and kubectl's last-applied annotation; workload controllers
+//! keep only what the disruption controller reads (metadata, replicas, the Deployment owner).
+
+use std::fmt::Debug;
+
+use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Resource;
+use serde::de::DeserializeOwned;
+
+/// The annotation `kubectl apply` leaves on objects; large and never read by controllers.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// A type that can live in a shared store, with the shape it is stored in.
+pub trait Stored:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+    /// Drops what no controller reads, before the object is stored.
+    fn shape(&mut self) {
+        trim_metadata(self);
+    }
+}
+
+/// managedFields and the last-applied annotation can be most of an object's size.
+pub fn trim_metadata<K: Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
+}
+
+impl Stored for Pod {}
+impl Stored for Node {}
+impl Stored for Lease {}
+impl Stored for StorageVersion {}
+impl Stored for PodDisruptionBudget {}
+
+impl Stored for ReplicationController {
+    fn shape(&mut self) {
+        trim_metadata(self);
+        self.status = None;
+        if let Some(spec) = self.spec.as_mut() {
+            spec.template = None;
+        }
+    }
+}
+
+impl Stored for ReplicaSet {
+    fn shape(&mut self) {
+        trim_metadata(self);
+        self.status = None;
+        self.spec.template = None;
+    }
+}
+
+impl Stored for Deployment {
+    fn shape(&mut self) {
+        trim_metadata(self);
+        self.status = None;
+        self.spec.template = Default::default();
+    }
+}
+
+impl Stored for StatefulSet {
+    fn shape(&mut self) {
+        trim_metadata(self);
+        self.status = None;
+        self.spec.template = Default::default();
+        self.spec.volume_claim_templates = None;
+    }
+}
