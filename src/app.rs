@@ -21,6 +21,7 @@ use crate::runtime::metrics::Metrics;
 const CONTROLLERS: &[ControllerEntry] = &[
     crate::controllers::ttl::ENTRY,
     crate::controllers::storageversiongc::ENTRY,
+    crate::controllers::disruption::ENTRY,
 ];
 
 /// How long in-flight reconciles may take to finish after SIGTERM.

@@ -1,6 +1,7 @@
 //! The controllers, and what each is given to run: a client, the shared informers, the one
 //! write path, events, queues and the shutdown signal. Controllers never call each other.
 
+pub mod disruption;
 pub mod storageversiongc;
 pub mod ttl;
 

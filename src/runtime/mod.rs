@@ -9,5 +9,6 @@ pub mod informer;
 pub mod leader;
 pub mod metrics;
 pub mod queue;
+pub mod selector;
 pub mod stored;
 pub mod writer;

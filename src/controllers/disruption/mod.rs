@@ -1,0 +1,488 @@
+//! disruption-controller: keeps `PodDisruptionBudget.status` equal to what upstream computes,
+//! and falls back to `disruptionsAllowed: 0` (condition `SyncFailed`) whenever it cannot be
+//! sure. Three lanes, as upstream: PDB syncs (`disruption`), rechecks when a disrupted-pod
+//! entry expires (`disruption_recheck`), and stale DisruptionTarget pod conditions
+//! (`stale_pod_disruption`). The decisions are in `budget.rs`; this file fetches and writes.
+//!
+//! Beyond upstream: a change of a workload's `spec.replicas` re-syncs the PDBs of its
+//! namespace, so `expectedPods` follows a scale-up even before new pods appear.
+
+pub mod budget;
+mod scale;
+
+use std::time::Duration;
+
+use futures::FutureExt;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Pod, ReplicationController};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::Api;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+use tokio::sync::oneshot;
+
+use self::budget::{
+    cleared_disruption_target, count_healthy, disrupted_pods, expected_and_desired,
+    fail_safe_status, needs_controller_scale, new_status, stale_disruption_wait,
+};
+use self::scale::ScaleFinder;
+use super::{Context, ControllerEntry, ControllerError};
+use crate::cli::Controller;
+use crate::runtime::events::EventRecorder;
+use crate::runtime::informer::{Change, feed};
+use crate::runtime::queue::{WorkQueue, run_workers};
+use crate::runtime::selector;
+use crate::runtime::stored::Stored;
+use crate::runtime::writer::ApiWriter;
+
+const CONTROLLER: &str = "disruption-controller";
+/// Upstream's event source for this controller.
+const REPORTER: &str = "controllermanager";
+const QUEUE: &str = "disruption";
+const RECHECK_QUEUE: &str = "disruption_recheck";
+const STALE_POD_QUEUE: &str = "stale_pod_disruption";
+
+pub const ENTRY: ControllerEntry = ControllerEntry {
+    controller: Controller::Disruption,
+    api: Some(("policy", "v1")),
+    run: |ctx| run(ctx).boxed(),
+};
+
+/// `namespace/name`, the key of both PDBs and pods.
+fn key<K: Resource>(obj: &K) -> String {
+    format!(
+        "{}/{}",
+        obj.meta().namespace.as_deref().unwrap_or_default(),
+        obj.meta().name.as_deref().unwrap_or_default()
+    )
+}
+
+fn object_ref<K: Resource>(key: &str) -> Option<ObjectRef<K>>
+where
+    K::DynamicType: Default,
+{
+    let (ns, name) = key.split_once('/')?;
+    Some(ObjectRef::new(name).within(ns))
+}
+
+/// Why a sync failed: a conflict is retried as is; anything else first writes the fail-safe
+/// status.
+#[derive(Debug, thiserror::Error)]
+enum SyncError {
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+fn api_error(err: kube::Error) -> SyncError {
+    match err {
+        kube::Error::Api(status) if status.code == 409 => SyncError::Conflict(status.message),
+        kube::Error::Api(status) => SyncError::Failed(status.message),
+        other => SyncError::Failed(other.to_string()),
+    }
+}
+
+#[derive(Clone)]
+struct Disruption {
+    pods: Store<Pod>,
+    pdbs: Store<PodDisruptionBudget>,
+    scales: ScaleFinder,
+    writer: ApiWriter,
+    recorder: EventRecorder,
+    ctx: Context,
+    recheck: WorkQueue<String>,
+    stale: WorkQueue<String>,
+}
+
+impl Disruption {
+    fn now(&self) -> Time {
+        Time((self.ctx.clock)())
+    }
+
+    /// PDBs in the pod's namespace whose selector matches it, sorted by name so the choice
+    /// among several is stable (upstream takes the first in lister order, i.e. arbitrary).
+    fn pdbs_for(&self, pod: &Pod) -> Vec<std::sync::Arc<PodDisruptionBudget>> {
+        let ns = pod.namespace();
+        let mut pdbs: Vec<_> = self
+            .pdbs
+            .state()
+            .into_iter()
+            .filter(|pdb| pdb.namespace() == ns)
+            .filter(|pdb| {
+                selector::matches(
+                    pdb.spec.as_ref().and_then(|s| s.selector.as_ref()),
+                    pod.metadata.labels.as_ref(),
+                )
+            })
+            .collect();
+        pdbs.sort_by_key(|p| p.name_any());
+        pdbs
+    }
+
+    /// Upstream's pod handlers: the (first) PDB of the pod, a warning when several match, and
+    /// the stale DisruptionTarget check on add/update.
+    fn on_pod(&self, change: Change<Pod>, queue: &WorkQueue<String>) {
+        let (pod, check_stale) = match change {
+            Change::Added(pod) | Change::Updated { new: pod, .. } => (pod, true),
+            Change::Deleted(pod) => (pod, false),
+            Change::Synced => return,
+        };
+        let pdbs = self.pdbs_for(&pod);
+        if let Some(first) = pdbs.first() {
+            queue.add(key(first.as_ref()));
+            if pdbs.len() > 1 && check_stale {
+                let note = format!(
+                    "Pod {:?}/{:?} matches multiple PodDisruptionBudgets.  Chose {:?} arbitrarily.",
+                    pod.namespace().unwrap_or_default(),
+                    pod.name_any(),
+                    first.name_any()
+                );
+                self.event(
+                    pod.object_ref(&()),
+                    true,
+                    "MultiplePodDisruptionBudgets",
+                    note,
+                );
+            }
+        }
+        if check_stale && let Some(wait) = stale_disruption_wait(&pod, &self.now()) {
+            self.stale.add_after(key(pod.as_ref()), wait);
+        }
+    }
+
+    /// Events never block or fail a sync.
+    fn event(
+        &self,
+        regarding: k8s_openapi::api::core::v1::ObjectReference,
+        warning: bool,
+        reason: &'static str,
+        note: String,
+    ) {
+        let recorder = self.recorder.clone();
+        tokio::spawn(async move {
+            recorder
+                .publish(&regarding, warning, reason, note, "Sync")
+                .await
+        });
+    }
+
+    /// `sync`: the PDB's status, or the fail-safe status when that cannot be computed.
+    async fn sync(&self, pdb_key: String) -> Result<(), ControllerError> {
+        let Some(pdb) = object_ref::<PodDisruptionBudget>(&pdb_key).and_then(|r| self.pdbs.get(&r))
+        else {
+            return Ok(());
+        };
+        match self.try_sync(&pdb).await {
+            Ok(recheck) => {
+                if let Some(after) = recheck {
+                    self.recheck.add_after(pdb_key, after);
+                }
+                Ok(())
+            }
+            Err(SyncError::Conflict(msg)) => Err(ControllerError::Failed(msg)),
+            Err(SyncError::Failed(msg)) => {
+                tracing::warn!(pdb = pdb_key, error = msg, "Failed to sync PDB");
+                self.fail_safe(&pdb, &msg).await?;
+                Err(ControllerError::Failed(msg))
+            }
+        }
+    }
+
+    async fn fail_safe(
+        &self,
+        pdb: &PodDisruptionBudget,
+        message: &str,
+    ) -> Result<(), ControllerError> {
+        let Some(status) = fail_safe_status(pdb, message, &self.now()) else {
+            return Ok(());
+        };
+        let mut desired = pdb.clone();
+        desired.status = Some(status);
+        let api: Api<PodDisruptionBudget> = Api::namespaced(
+            self.ctx.client.clone(),
+            &pdb.namespace().unwrap_or_default(),
+        );
+        self.writer
+            .replace_status(&api, pdb, &desired)
+            .await
+            .map(|_| ())
+            .map_err(|e| ControllerError::Failed(e.to_string()))
+    }
+
+    /// `trySync`: returns how long until the PDB must be looked at again, if ever.
+    async fn try_sync(&self, pdb: &PodDisruptionBudget) -> Result<Option<Duration>, SyncError> {
+        let spec = pdb.spec.clone().unwrap_or_default();
+        let pdb_ref = pdb.object_ref(&());
+        let selector = match selector::from_label_selector(spec.selector.as_ref()) {
+            Ok(selector) => selector,
+            Err(err) => {
+                self.event(
+                    pdb_ref,
+                    true,
+                    "NoPods",
+                    format!("Failed to get pods: {err}"),
+                );
+                return Err(SyncError::Failed(err));
+            }
+        };
+        let ns = pdb.namespace();
+        let pods: Vec<_> = self
+            .pods
+            .state()
+            .into_iter()
+            .filter(|p| p.namespace() == ns && selector.matches(p.metadata.labels.as_ref()))
+            .collect();
+        if pods.is_empty() {
+            self.event(
+                pdb_ref.clone(),
+                false,
+                "NoPods",
+                "No matching pods found".into(),
+            );
+        }
+        let pod_refs: Vec<&Pod> = pods.iter().map(|p| p.as_ref()).collect();
+        let scale = if needs_controller_scale(&spec) {
+            match self.scales.expected_scale(&pod_refs).await {
+                Ok((scale, unmanaged)) => {
+                    if !unmanaged.is_empty() {
+                        self.event(pdb_ref.clone(), true, "UnmanagedPods", format!(
+                            "Pods selected by this PodDisruptionBudget (selector: {selector}) were found to be unmanaged. As a result, the status of the PDB cannot be calculated correctly, which may result in undefined behavior. To account for these pods please set \".spec.minAvailable\" field of the PDB to an integer value."
+                        ));
+                    }
+                    Some(scale)
+                }
+                Err(err) => {
+                    self.event(
+                        pdb_ref,
+                        true,
+                        "CalculateExpectedPodCountFailed",
+                        format!("Failed to calculate the number of expected pods: {err}"),
+                    );
+                    return Err(SyncError::Failed(err));
+                }
+            }
+        } else {
+            None
+        };
+        let matching = i32::try_from(pods.len()).unwrap_or(i32::MAX);
+        let (expected, desired_healthy) =
+            expected_and_desired(&spec, matching, scale).map_err(|err| {
+                self.event(
+                    pdb.object_ref(&()),
+                    true,
+                    "CalculateExpectedPodCountFailed",
+                    format!("Failed to calculate the number of expected pods: {err}"),
+                );
+                SyncError::Failed(err)
+            })?;
+        let now = self.now();
+        let disrupted = disrupted_pods(&pod_refs, pdb.status.as_ref(), &now);
+        let pdb_ns = pdb.namespace().unwrap_or_default();
+        for name in &disrupted.expired {
+            if let Some(pod) = pods.iter().find(|p| &p.name_any() == name) {
+                // Upstream prints the PDB namespace twice; kept for identical events.
+                self.event(
+                    pod.object_ref(&()),
+                    true,
+                    "NotDeleted",
+                    format!(
+                        "Pod was expected by PDB {pdb_ns}/{pdb_ns} to be deleted but it wasn't"
+                    ),
+                );
+            }
+        }
+        let healthy = count_healthy(&pod_refs, &disrupted.map, &now);
+        if let Some(status) = new_status(
+            pdb,
+            healthy,
+            desired_healthy,
+            expected,
+            &disrupted.map,
+            &now,
+        ) {
+            let mut desired = pdb.clone();
+            desired.status = Some(status);
+            let api: Api<PodDisruptionBudget> = Api::namespaced(self.ctx.client.clone(), &pdb_ns);
+            self.writer
+                .replace_status(&api, pdb, &desired)
+                .await
+                .map_err(api_error)?;
+        }
+        Ok(disrupted.recheck_at.map(|at| {
+            let wait = at.0.duration_since(now.0);
+            Duration::try_from(wait).unwrap_or_default()
+        }))
+    }
+
+    /// Resets a DisruptionTarget condition that nobody acted on within two minutes.
+    async fn clear_stale_condition(&self, pod_key: String) -> Result<(), ControllerError> {
+        let Some(pod) = object_ref::<Pod>(&pod_key).and_then(|r| self.pods.get(&r)) else {
+            return Ok(());
+        };
+        let now = self.now();
+        match stale_disruption_wait(&pod, &now) {
+            None => return Ok(()),
+            Some(wait) if !wait.is_zero() => {
+                self.stale.add_after(pod_key, wait);
+                return Ok(());
+            }
+            Some(_) => {}
+        }
+        let mut desired = (*pod).clone();
+        desired.status = Some(cleared_disruption_target(&pod, &now));
+        let api: Api<Pod> = Api::namespaced(
+            self.ctx.client.clone(),
+            &pod.namespace().unwrap_or_default(),
+        );
+        self.writer.replace_status(&api, &pod, &desired).await.map(|_| ()).map_err(|e| {
+            ControllerError::Failed(format!("error syncing Pod {pod_key} to clear DisruptionTarget condition, requeueing: {e}"))
+        })
+    }
+
+    /// Beyond upstream: a workload's replica count changed, so the PDBs of its namespace are
+    /// re-synced; upstream only notices through later pod events.
+    fn on_workload<K: Stored>(
+        &self,
+        change: &Change<K>,
+        replicas: fn(&K) -> Option<i32>,
+        queue: &WorkQueue<String>,
+    ) {
+        let Change::Updated { old, new } = change else {
+            return;
+        };
+        if replicas(old) == replicas(new) {
+            return;
+        }
+        let ns = new.meta().namespace.clone();
+        for pdb in self
+            .pdbs
+            .state()
+            .into_iter()
+            .filter(|p| p.namespace() == ns)
+        {
+            queue.add(key(pdb.as_ref()));
+        }
+    }
+}
+
+/// Subscribes `on_change` to an informer's changes; returns the feed task and its synced signal.
+fn subscribe<K: Stored>(
+    ctx: &Context,
+    queue: &WorkQueue<String>,
+    mut on_change: impl FnMut(Change<K>, &WorkQueue<String>) + Send + 'static,
+) -> (tokio::task::JoinHandle<()>, oneshot::Receiver<()>) {
+    let (tx, rx) = oneshot::channel();
+    let informer = ctx.informers.get::<K>();
+    let task = tokio::spawn(feed(
+        informer.subscribe(),
+        queue.clone(),
+        ctx.shutdown.clone(),
+        tx,
+        move |c, q| on_change(c, q),
+    ));
+    (task, rx)
+}
+
+async fn run(ctx: Context) -> Result<(), ControllerError> {
+    let queue = WorkQueue::new(QUEUE, &ctx.metrics.workqueue);
+    let recheck: WorkQueue<String> = WorkQueue::new(RECHECK_QUEUE, &ctx.metrics.workqueue);
+    let stale: WorkQueue<String> = WorkQueue::new(STALE_POD_QUEUE, &ctx.metrics.workqueue);
+    let informers = &ctx.informers;
+    let disruption = Disruption {
+        pods: informers.get::<Pod>().store().clone(),
+        pdbs: informers.get::<PodDisruptionBudget>().store().clone(),
+        scales: ScaleFinder::new(
+            ctx.client.clone(),
+            informers.get::<ReplicationController>().store().clone(),
+            informers.get::<ReplicaSet>().store().clone(),
+            informers.get::<Deployment>().store().clone(),
+            informers.get::<StatefulSet>().store().clone(),
+        ),
+        writer: ctx.writer(CONTROLLER),
+        recorder: ctx.recorder(REPORTER, CONTROLLER),
+        ctx: ctx.clone(),
+        recheck: recheck.clone(),
+        stale: stale.clone(),
+    };
+
+    let d = disruption.clone();
+    let mut feeds = vec![subscribe::<PodDisruptionBudget>(
+        &ctx,
+        &queue,
+        |change, q| match change {
+            Change::Added(p) | Change::Updated { new: p, .. } | Change::Deleted(p) => {
+                q.add(key(p.as_ref()))
+            }
+            Change::Synced => {}
+        },
+    )];
+    feeds.push(subscribe::<Pod>(&ctx, &queue, move |change, q| {
+        d.on_pod(change, q)
+    }));
+    let d = disruption.clone();
+    feeds.push(subscribe::<ReplicationController>(
+        &ctx,
+        &queue,
+        move |c, q| d.on_workload(&c, |o| o.spec.as_ref().and_then(|s| s.replicas), q),
+    ));
+    let d = disruption.clone();
+    feeds.push(subscribe::<ReplicaSet>(&ctx, &queue, move |c, q| {
+        d.on_workload(&c, |o| o.spec.replicas, q)
+    }));
+    let d = disruption.clone();
+    feeds.push(subscribe::<Deployment>(&ctx, &queue, move |c, q| {
+        d.on_workload(&c, |o| o.spec.replicas, q)
+    }));
+    let d = disruption.clone();
+    feeds.push(subscribe::<StatefulSet>(&ctx, &queue, move |c, q| {
+        d.on_workload(&c, |o| o.spec.replicas, q)
+    }));
+
+    // Every cache first, as upstream's WaitForNamedCacheSync.
+    let (tasks, synced): (Vec<_>, Vec<_>) = feeds.into_iter().unzip();
+    tokio::select! {
+        _ = ctx.shutdown.cancelled() => {}
+        _ = futures::future::join_all(synced) => {}
+    }
+    let shutdown = ctx.shutdown.clone();
+    let (recheck_stop, stale_stop) = (recheck.clone(), stale.clone());
+    tokio::spawn(async move {
+        shutdown.cancelled().await;
+        recheck_stop.shut_down();
+        stale_stop.shut_down();
+    });
+
+    let workers = ctx.settings.concurrent_disruption_syncs.get() as usize;
+    let d = disruption.clone();
+    let main = run_workers(queue.clone(), workers, move |pdb_key: String| {
+        let d = d.clone();
+        async move { d.ctx.metrics.observe(CONTROLLER, d.sync(pdb_key)).await }
+    });
+    // Upstream's recheck worker hands each due PDB to the main queue, rate limited.
+    let to_main = queue.clone();
+    let rechecks = run_workers(recheck, 1, move |pdb_key: String| {
+        let to_main = to_main.clone();
+        async move {
+            to_main.add_rate_limited(pdb_key);
+            Ok::<(), ControllerError>(())
+        }
+    });
+    let d = disruption.clone();
+    let stale_pods = run_workers(stale, 1, move |pod_key: String| {
+        let d = d.clone();
+        async move {
+            d.ctx
+                .metrics
+                .observe(CONTROLLER, d.clear_stale_condition(pod_key))
+                .await
+        }
+    });
+    tokio::join!(main, rechecks, stale_pods);
+    for task in tasks {
+        task.await
+            .map_err(|e| ControllerError::Failed(e.to_string()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,231 @@
+//! `getExpectedScale`: how many pods the controllers of a PDB's pods want. Built-in workloads
+//! come from the shared stores; any other controller kind through its `/scale` subresource,
+//! found by discovery — upstream's finders, in upstream's order.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Pod, ReplicationController};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIResourceList, OwnerReference};
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource, ResourceExt};
+
+/// Groups upstream's finders accept for each built-in kind.
+const APPS_GROUPS: &[&str] = &["apps", "extensions"];
+
+fn group_of(api_version: &str) -> (&str, &str) {
+    api_version.split_once('/').unwrap_or(("", api_version))
+}
+
+fn controller_of<K: Resource>(obj: &K) -> Option<&OwnerReference> {
+    obj.meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+}
+
+#[derive(Clone)]
+pub struct ScaleFinder {
+    client: Client,
+    rcs: Store<ReplicationController>,
+    rss: Store<ReplicaSet>,
+    deployments: Store<Deployment>,
+    statefulsets: Store<StatefulSet>,
+    /// Discovery documents by apiVersion; refreshed when a kind is not found in them.
+    discovery: Arc<Mutex<HashMap<String, APIResourceList>>>,
+}
+
+/// A controller found for a pod: its UID (the key that de-duplicates) and desired replicas.
+type Found = Option<(String, i32)>;
+
+impl ScaleFinder {
+    pub fn new(
+        client: Client,
+        rcs: Store<ReplicationController>,
+        rss: Store<ReplicaSet>,
+        deployments: Store<Deployment>,
+        statefulsets: Store<StatefulSet>,
+    ) -> Self {
+        Self {
+            client,
+            rcs,
+            rss,
+            deployments,
+            statefulsets,
+            discovery: Arc::default(),
+        }
+    }
+
+    /// The summed scale of the pods' distinct controllers, and the names of pods that have no
+    /// controller. An error when a controller cannot be resolved.
+    pub async fn expected_scale(&self, pods: &[&Pod]) -> Result<(i32, Vec<String>), String> {
+        let mut scales: HashMap<String, i32> = HashMap::new();
+        let mut unmanaged = Vec::new();
+        for pod in pods {
+            let Some(owner) = controller_of(*pod) else {
+                unmanaged.push(pod.name_any());
+                continue;
+            };
+            if scales.contains_key(&owner.uid) {
+                continue;
+            }
+            let ns = pod.namespace().unwrap_or_default();
+            let found = match self.find_in_stores(owner, &ns) {
+                Some(found) => Some(found),
+                None => self.find_by_scale_subresource(owner, &ns).await?,
+            };
+            let Some((uid, scale)) = found else {
+                return Err(format!("found no controllers for pod {:?}", pod.name_any()));
+            };
+            scales.insert(uid, scale);
+        }
+        Ok((scales.values().sum(), unmanaged))
+    }
+
+    /// The built-in finders: ReplicationController, Deployment through its ReplicaSet,
+    /// ReplicaSet, StatefulSet. Each needs the kind, the group and the UID to match.
+    fn find_in_stores(&self, owner: &OwnerReference, ns: &str) -> Found {
+        let (group, _) = group_of(&owner.api_version);
+        let key = |name: &str| (name.to_string(), ns.to_string());
+        match owner.kind.as_str() {
+            "ReplicationController" if group.is_empty() => {
+                let (name, ns) = key(&owner.name);
+                let rc = self.rcs.get(&ObjectRef::new(&name).within(&ns))?;
+                (rc.uid()? == owner.uid).then(|| {
+                    (
+                        owner.uid.clone(),
+                        rc.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+                    )
+                })
+            }
+            "ReplicaSet" if APPS_GROUPS.contains(&group) => {
+                let rs = self.rss.get(&ObjectRef::new(&owner.name).within(ns))?;
+                if rs.uid()? != owner.uid {
+                    return None;
+                }
+                match controller_of(rs.as_ref()) {
+                    Some(dep_ref) if dep_ref.kind == "Deployment" => {
+                        if !APPS_GROUPS.contains(&group_of(&dep_ref.api_version).0) {
+                            return None;
+                        }
+                        let dep = self
+                            .deployments
+                            .get(&ObjectRef::new(&dep_ref.name).within(ns))?;
+                        (dep.uid()? == dep_ref.uid)
+                            .then(|| (dep_ref.uid.clone(), dep.spec.replicas.unwrap_or(1)))
+                    }
+                    _ => Some((owner.uid.clone(), rs.spec.replicas.unwrap_or(1))),
+                }
+            }
+            "StatefulSet" if group == "apps" => {
+                let sts = self
+                    .statefulsets
+                    .get(&ObjectRef::new(&owner.name).within(ns))?;
+                (sts.uid()? == owner.uid)
+                    .then(|| (owner.uid.clone(), sts.spec.replicas.unwrap_or(1)))
+            }
+            _ => None,
+        }
+    }
+
+    /// Any other controller: its `/scale` subresource, the resource found by discovery.
+    async fn find_by_scale_subresource(
+        &self,
+        owner: &OwnerReference,
+        ns: &str,
+    ) -> Result<Found, String> {
+        let (group, version) = group_of(&owner.api_version);
+        let group_kind = if group.is_empty() {
+            owner.kind.clone()
+        } else {
+            format!("{}.{group}", owner.kind)
+        };
+        let resources = self.resources(&owner.api_version, &owner.kind).await?;
+        let Some(plural) = resources
+            .resources
+            .iter()
+            .find(|r| r.kind == owner.kind && !r.name.contains('/'))
+            .map(|r| r.name.clone())
+        else {
+            return Err(format!(
+                "no matches for kind {:?} in group {group:?}",
+                owner.kind
+            ));
+        };
+        let has_scale = resources
+            .resources
+            .iter()
+            .any(|r| r.name == format!("{plural}/scale") && r.kind == "Scale");
+        let resource = ApiResource {
+            group: group.to_string(),
+            version: version.to_string(),
+            api_version: owner.api_version.clone(),
+            kind: owner.kind.clone(),
+            plural: plural.clone(),
+        };
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &resource);
+        match api.get_scale(&owner.name).await {
+            Ok(scale) if scale.metadata.uid.as_deref() == Some(owner.uid.as_str()) => Ok(Some((
+                owner.uid.clone(),
+                scale.spec.and_then(|s| s.replicas).unwrap_or(0),
+            ))),
+            Ok(_) => Ok(None),
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                let resource_name = if group.is_empty() {
+                    plural
+                } else {
+                    format!("{plural}.{group}")
+                };
+                if has_scale {
+                    Ok(None)
+                } else {
+                    Err(format!(
+                        "{resource_name} does not implement the scale subresource"
+                    ))
+                }
+            }
+            Err(kube::Error::Api(status)) => Err(status.message),
+            Err(err) => Err(format!("{group_kind}: {err}")),
+        }
+    }
+
+    /// The discovery document of `api_version`, fetched again when `kind` is not in the cached
+    /// one (a type installed since), as upstream's REST mapper does on a miss.
+    async fn resources(&self, api_version: &str, kind: &str) -> Result<APIResourceList, String> {
+        let cached = self
+            .discovery
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(api_version)
+            .cloned();
+        if let Some(list) = cached.filter(|l| l.resources.iter().any(|r| r.kind == kind)) {
+            return Ok(list);
+        }
+        let list = self
+            .client
+            .list_api_group_resources(api_version)
+            .await
+            .map_err(|err| match err {
+                kube::Error::Api(status) if status.code == 404 => {
+                    let (group, version) = group_of(api_version);
+                    format!(
+                        "no matches for kind {kind:?} in version {:?}",
+                        if group.is_empty() {
+                            version.to_string()
+                        } else {
+                            format!("{group}/{version}")
+                        }
+                    )
+                }
+                other => other.to_string(),
+            })?;
+        self.discovery
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(api_version.to_string(), list.clone());
+        Ok(list)
+    }
+}

@@ -1,0 +1,954 @@
+//! Label selectors as apimachinery has them: `metav1.LabelSelectorAsSelector` turns the API's
+//! `LabelSelector` into a validated `labels.Selector`, whose `Matches` and `String` are here too.
+//!
+//! Error texts follow upstream's `field.Error` / aggregate formatting (as of the apimachinery
+//! that ships `api/validate/content`), because controllers copy them into events and conditions.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+/// The operators `LabelSelectorAsSelector` can produce (`selection.Operator`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operator {
+    /// From `matchLabels`: the key is present with exactly this value.
+    Equals,
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+}
+
+/// One validated term of a selector (`labels.Requirement`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    key: String,
+    operator: Operator,
+    values: Vec<String>,
+}
+
+impl Requirement {
+    /// `labels.NewRequirement`: validates the key, the value count for the operator and every
+    /// value. All problems are reported together, as upstream aggregates them. An empty
+    /// `values` is rendered as Go's nil slice, which is what `LabelSelectorAsSelector` passes.
+    pub fn new(key: &str, operator: Operator, values: Vec<String>) -> Result<Self, String> {
+        let mut errs = Vec::new();
+        let key_errs = label_key_errors(key);
+        if !key_errs.is_empty() {
+            errs.push(invalid("key", &go_quote(key), &key_errs.join("; ")));
+        }
+        let count_problem = match operator {
+            Operator::In | Operator::NotIn if values.is_empty() => {
+                Some("for 'in', 'notin' operators, values set can't be empty")
+            }
+            Operator::Equals if values.len() != 1 => {
+                Some("exact-match compatibility requires one single value")
+            }
+            Operator::Exists | Operator::DoesNotExist if !values.is_empty() => {
+                Some("values set must be empty for exists and does not exist")
+            }
+            _ => None,
+        };
+        if let Some(detail) = count_problem {
+            errs.push(invalid("values", &go_string_slice(&values), detail));
+        }
+        for (i, value) in values.iter().enumerate() {
+            let value_errs = label_value_errors(value);
+            if !value_errs.is_empty() {
+                // Upstream's path is values.Index(i).Key(key), printed without quoting.
+                let path = format!("values[{i}][{key}]");
+                errs.push(invalid(&path, &go_quote(value), &value_errs.join("; ")));
+            }
+        }
+        if errs.is_empty() {
+            Ok(Requirement {
+                key: key.to_string(),
+                operator,
+                values,
+            })
+        } else {
+            Err(aggregate(errs))
+        }
+    }
+
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    pub fn operator(&self) -> Operator {
+        self.operator
+    }
+
+    /// Values in the order given (Display sorts them, this does not).
+    pub fn values(&self) -> &[String] {
+        &self.values
+    }
+
+    /// `Requirement.Matches`: an absent key satisfies NotIn and DoesNotExist only.
+    pub fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
+        let value = labels.and_then(|l| l.get(&self.key));
+        match self.operator {
+            Operator::Equals | Operator::In => value.is_some_and(|v| self.values.contains(v)),
+            Operator::NotIn => value.is_none_or(|v| !self.values.contains(v)),
+            Operator::Exists => value.is_some(),
+            Operator::DoesNotExist => value.is_none(),
+        }
+    }
+}
+
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (infix, parens) = match self.operator {
+            Operator::Equals => ("=", false),
+            Operator::In => (" in ", true),
+            Operator::NotIn => (" notin ", true),
+            Operator::Exists => return f.write_str(&self.key),
+            Operator::DoesNotExist => return write!(f, "!{}", self.key),
+        };
+        // Values are sorted on output only, as upstream's safeSort.
+        let mut values: Vec<&str> = self.values.iter().map(String::as_str).collect();
+        values.sort_unstable();
+        let joined = values.join(",");
+        if parens {
+            write!(f, "{}{infix}({joined})", self.key)
+        } else {
+            write!(f, "{}{infix}{joined}", self.key)
+        }
+    }
+}
+
+/// A validated selector (`labels.Selector` as `LabelSelectorAsSelector` returns it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selector {
+    /// `labels.Nothing()`: matches no object; what a missing (nil) selector means.
+    Nothing,
+    /// All must match; sorted by key. Empty is `labels.Everything()`.
+    Requirements(Vec<Requirement>),
+}
+
+impl Selector {
+    /// `labels.Everything()`.
+    pub fn everything() -> Self {
+        Selector::Requirements(Vec::new())
+    }
+
+    /// `Selector.Empty()`: true only for a selector that does not restrict anything.
+    /// Nothing is not empty, as upstream (controllers use this to refuse select-all selectors).
+    pub fn is_empty(&self) -> bool {
+        matches!(self, Selector::Requirements(reqs) if reqs.is_empty())
+    }
+
+    /// `Selector.Matches` against an object's `metadata.labels` (missing = no labels).
+    pub fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
+        match self {
+            Selector::Nothing => false,
+            Selector::Requirements(reqs) => reqs.iter().all(|r| r.matches(labels)),
+        }
+    }
+}
+
+impl fmt::Display for Selector {
+    /// `Selector.String()`: both Nothing and Everything print as "" upstream.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Selector::Requirements(reqs) = self else {
+            return Ok(());
+        };
+        for (i, req) in reqs.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{req}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `metav1.LabelSelectorAsSelector`.
+pub fn from_label_selector(selector: Option<&LabelSelector>) -> Result<Selector, String> {
+    let Some(ps) = selector else {
+        return Ok(Selector::Nothing);
+    };
+    let labels = ps.match_labels.iter().flatten();
+    let exprs = ps.match_expressions.as_deref().unwrap_or_default();
+    let mut reqs = Vec::with_capacity(labels.clone().count() + exprs.len());
+    // Upstream walks a Go map here, so which bad label is reported first is random there;
+    // key order makes it deterministic.
+    for (k, v) in labels {
+        reqs.push(Requirement::new(k, Operator::Equals, vec![v.clone()])?);
+    }
+    for expr in exprs {
+        let op = match expr.operator.as_str() {
+            "In" => Operator::In,
+            "NotIn" => Operator::NotIn,
+            "Exists" => Operator::Exists,
+            "DoesNotExist" => Operator::DoesNotExist,
+            other => {
+                return Err(format!(
+                    "{} is not a valid label selector operator",
+                    go_quote(other)
+                ));
+            }
+        };
+        reqs.push(Requirement::new(
+            &expr.key,
+            op,
+            expr.values.clone().unwrap_or_default(),
+        )?);
+    }
+    // Stable, like Go's insertion sort for the small slices selectors have: a matchLabels term
+    // stays ahead of an expression on the same key.
+    reqs.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(Selector::Requirements(reqs))
+}
+
+/// What controllers do with a spec selector: an invalid one selects nothing, like the
+/// `if err != nil { return }` paths upstream; a missing one selects nothing too.
+pub fn matches(
+    selector: Option<&LabelSelector>,
+    labels: Option<&BTreeMap<String, String>>,
+) -> bool {
+    from_label_selector(selector).is_ok_and(|s| s.matches(labels))
+}
+
+// --- validation (apimachinery api/validate/content) ---
+
+const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const LABEL_KEY_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must \
+                             start and end with an alphanumeric character";
+const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
+const LABEL_VALUE_ERR: &str = "a valid label must be an empty string or consist of alphanumeric \
+                               characters, '-', '_' or '.', and must start and end with an \
+                               alphanumeric character";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_ERR: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
+                                     alphanumeric characters, '-' or '.', and must start and end \
+                                     with an alphanumeric character";
+const LABEL_MAX_LEN: usize = 63;
+const DNS1123_SUBDOMAIN_MAX_LEN: usize = 253;
+
+/// `content.IsLabelKey` (a.k.a. IsQualifiedName): optional DNS subdomain prefix and '/'.
+fn label_key_errors(key: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = key.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                errs.extend(
+                    dns1123_subdomain_errors(prefix)
+                        .into_iter()
+                        .map(|m| format!("prefix part {m}")),
+                );
+            }
+            *name
+        }
+        _ => {
+            errs.push(format!(
+                "a valid label key {} with an optional DNS subdomain prefix and '/' \
+                 (e.g. 'example.com/MyName')",
+                regex_error(
+                    LABEL_KEY_ERR,
+                    LABEL_KEY_FMT,
+                    &["MyName", "my.name", "123-abc"]
+                )
+            ));
+            return errs;
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else if name.len() > LABEL_MAX_LEN {
+        errs.push(format!("name part {}", max_len_error(LABEL_MAX_LEN)));
+    }
+    // Not an else: upstream reports the regex failure even for an empty name.
+    if !is_label_name(name) {
+        errs.push(format!(
+            "name part {}",
+            regex_error(
+                LABEL_KEY_ERR,
+                LABEL_KEY_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
+        ));
+    }
+    errs
+}
+
+/// `content.IsLabelValue`: empty is allowed.
+fn label_value_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > LABEL_MAX_LEN {
+        errs.push(max_len_error(LABEL_MAX_LEN));
+    }
+    if !value.is_empty() && !is_label_name(value) {
+        errs.push(regex_error(
+            LABEL_VALUE_ERR,
+            LABEL_VALUE_FMT,
+            &["MyValue", "my_value", "12345"],
+        ));
+    }
+    errs
+}
+
+/// `content.IsDNS1123Subdomain`.
+fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > DNS1123_SUBDOMAIN_MAX_LEN {
+        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX_LEN));
+    }
+    if !value.split('.').all(is_dns1123_label) {
+        errs.push(regex_error(
+            DNS1123_SUBDOMAIN_ERR,
+            DNS1123_SUBDOMAIN_FMT,
+            &["example.com"],
+        ));
+    }
+    errs
+}
+
+/// `^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`, on bytes as Go's regexp does for ASCII classes.
+fn is_label_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    match (b.first(), b.last()) {
+        (Some(first), Some(last)) => {
+            first.is_ascii_alphanumeric()
+                && last.is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        }
+        _ => false,
+    }
+}
+
+/// `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`.
+fn is_dns1123_label(s: &str) -> bool {
+    let lower_alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let b = s.as_bytes();
+    match (b.first(), b.last()) {
+        (Some(first), Some(last)) => {
+            lower_alnum(first)
+                && lower_alnum(last)
+                && b.iter().all(|c| lower_alnum(c) || *c == b'-')
+        }
+        _ => false,
+    }
+}
+
+// --- upstream message formatting ---
+
+/// `content.MaxLenError`.
+fn max_len_error(len: usize) -> String {
+    format!("must be no more than {len} bytes")
+}
+
+/// `content.RegexError`, including its odd "',  or '" spacing.
+fn regex_error(msg: &str, re: &str, examples: &[&str]) -> String {
+    let mut out = format!("{msg} (e.g. ");
+    for (i, ex) in examples.iter().enumerate() {
+        if i > 0 {
+            out.push_str(" or ");
+        }
+        out.push('\'');
+        out.push_str(ex);
+        out.push_str("', ");
+    }
+    out.push_str("regex used for validation is '");
+    out.push_str(re);
+    out.push_str("')");
+    out
+}
+
+/// `field.Invalid(path, value, detail).Error()`; `bad` is already Go-formatted.
+fn invalid(path: &str, bad: &str, detail: &str) -> String {
+    format!("{path}: Invalid value: {bad}: {detail}")
+}
+
+/// `ErrorList.ToAggregate().Error()`: duplicates dropped, several wrapped in brackets.
+fn aggregate(errs: Vec<String>) -> String {
+    let mut unique: Vec<String> = Vec::with_capacity(errs.len());
+    for e in errs {
+        if !unique.contains(&e) {
+            unique.push(e);
+        }
+    }
+    if unique.len() == 1 {
+        unique.pop().unwrap_or_default()
+    } else {
+        format!("[{}]", unique.join(", "))
+    }
+}
+
+/// Go's `%#v` of a `[]string`; empty is nil because upstream copies values with
+/// `append([]string(nil), ...)`.
+fn go_string_slice(values: &[String]) -> String {
+    if values.is_empty() {
+        return "[]string(nil)".to_string();
+    }
+    let quoted: Vec<String> = values.iter().map(|v| go_quote(v)).collect();
+    format!("[]string{{{}}}", quoted.join(", "))
+}
+
+/// Go's `strconv.Quote` (`%q`). Printability is approximated: controls, non-ASCII spaces,
+/// common format characters and private use are escaped.
+fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{07}' => out.push_str("\\a"),
+            '\u{08}' => out.push_str("\\b"),
+            '\u{0C}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{0B}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c == '\u{7F}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if go_printable(c) => out.push(c),
+            c if (c as u32) > 0xFFFF => out.push_str(&format!("\\U{:08x}", c as u32)),
+            c => out.push_str(&format!("\\u{:04x}", c as u32)),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn go_printable(c: char) -> bool {
+    if c == ' ' {
+        return true;
+    }
+    !(c.is_control()
+        || c.is_whitespace()
+        || matches!(
+            c,
+            '\u{AD}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{FEFF}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{E000}'..='\u{F8FF}'
+                | '\u{F0000}'..
+        ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const KEY_REGEX_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and \
+        must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or \
+        '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+    const VALUE_REGEX_MSG: &str = "a valid label must be an empty string or consist of \
+        alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric \
+        character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is \
+        '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+
+    type Labels = BTreeMap<String, String>;
+
+    fn sel(v: serde_json::Value) -> LabelSelector {
+        serde_json::from_value(v).expect("test selector JSON")
+    }
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn err_of(v: serde_json::Value) -> String {
+        from_label_selector(Some(&sel(v))).expect_err("selector should be invalid")
+    }
+
+    fn string_of(v: serde_json::Value) -> String {
+        from_label_selector(Some(&sel(v)))
+            .expect("selector should be valid")
+            .to_string()
+    }
+
+    // Port of apimachinery's TestLabelSelectorAsSelector (pkg/apis/meta/v1/helpers_test.go).
+    #[test]
+    fn label_selector_as_selector_upstream_cases() {
+        let match_labels = json!({"foo": "bar"});
+        let match_exprs = json!([{"key": "baz", "operator": "In", "values": ["qux", "norf"]}]);
+        let cases: Vec<(Option<LabelSelector>, Result<&str, &str>)> = vec![
+            (None, Ok("")),
+            (Some(LabelSelector::default()), Ok("")),
+            (
+                Some(sel(json!({"matchLabels": match_labels}))),
+                Ok("foo=bar"),
+            ),
+            (
+                Some(sel(json!({"matchExpressions": match_exprs}))),
+                Ok("baz in (norf,qux)"),
+            ),
+            (
+                Some(sel(
+                    json!({"matchLabels": match_labels, "matchExpressions": match_exprs}),
+                )),
+                Ok("baz in (norf,qux),foo=bar"),
+            ),
+            (
+                Some(sel(json!({"matchExpressions": [
+                    {"key": "baz", "operator": "Exists", "values": ["qux", "norf"]}
+                ]}))),
+                Err(
+                    "values: Invalid value: []string{\"qux\", \"norf\"}: values set must be \
+                     empty for exists and does not exist",
+                ),
+            ),
+        ];
+        for (i, (input, want)) in cases.into_iter().enumerate() {
+            let before = input.clone();
+            let got = from_label_selector(input.as_ref()).map(|s| s.to_string());
+            assert_eq!(input, before, "case {i}: input must not be modified");
+            assert_eq!(
+                got,
+                want.map(str::to_string).map_err(str::to_string),
+                "case {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn nil_selector_is_nothing_and_empty_selector_is_everything() {
+        let nothing = from_label_selector(None).unwrap();
+        assert_eq!(nothing, Selector::Nothing);
+        assert!(!nothing.is_empty());
+        assert!(!nothing.matches(None));
+        assert!(!nothing.matches(Some(&labels(&[]))));
+        assert!(!nothing.matches(Some(&labels(&[("a", "b")]))));
+
+        for empty in [
+            json!({}),
+            json!({"matchLabels": {}}),
+            json!({"matchExpressions": []}),
+            json!({"matchLabels": {}, "matchExpressions": []}),
+        ] {
+            let s = from_label_selector(Some(&sel(empty.clone()))).unwrap();
+            assert_eq!(s, Selector::everything(), "{empty}");
+            assert!(s.is_empty());
+            assert_eq!(s.to_string(), "");
+            assert!(s.matches(None));
+            assert!(s.matches(Some(&labels(&[]))));
+            assert!(s.matches(Some(&labels(&[("a", "b")]))));
+        }
+    }
+
+    #[test]
+    fn matching_table() {
+        let ab = labels(&[("a", "b")]);
+        let ac = labels(&[("a", "c")]);
+        let ab_xy = labels(&[("a", "b"), ("x", "y")]);
+        let a_empty = labels(&[("a", "")]);
+        let other = labels(&[("z", "b")]);
+        let prefixed = labels(&[("example.com/a", "b")]);
+        let none: Option<&Labels> = None;
+        #[rustfmt::skip]
+        let cases: Vec<(serde_json::Value, Option<&Labels>, bool)> = vec![
+            // matchLabels
+            (json!({"matchLabels": {"a": "b"}}), Some(&ab), true),
+            (json!({"matchLabels": {"a": "b"}}), Some(&ac), false),
+            (json!({"matchLabels": {"a": "b"}}), Some(&other), false),
+            (json!({"matchLabels": {"a": "b"}}), none, false),
+            (json!({"matchLabels": {"a": "b"}}), Some(&ab_xy), true),
+            (json!({"matchLabels": {"a": "b", "x": "y"}}), Some(&ab), false),
+            (json!({"matchLabels": {"a": "b", "x": "y"}}), Some(&ab_xy), true),
+            (json!({"matchLabels": {"a": ""}}), Some(&a_empty), true),
+            (json!({"matchLabels": {"a": ""}}), none, false),
+            // In
+            (json!({"matchExpressions": [{"key": "a", "operator": "In", "values": ["b", "c"]}]}), Some(&ab), true),
+            (json!({"matchExpressions": [{"key": "a", "operator": "In", "values": ["b", "c"]}]}), Some(&ac), true),
+            (json!({"matchExpressions": [{"key": "a", "operator": "In", "values": ["c"]}]}), Some(&ab), false),
+            (json!({"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}), Some(&other), false),
+            (json!({"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}), none, false),
+            (json!({"matchExpressions": [{"key": "a", "operator": "In", "values": [""]}]}), Some(&a_empty), true),
+            (json!({"matchExpressions": [{"key": "a", "operator": "In", "values": [""]}]}), none, false),
+            // NotIn: an absent key matches
+            (json!({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["b"]}]}), Some(&ab), false),
+            (json!({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["b"]}]}), Some(&ac), true),
+            (json!({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["b", "c"]}]}), Some(&ac), false),
+            (json!({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["b"]}]}), Some(&other), true),
+            (json!({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["b"]}]}), none, true),
+            (json!({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": [""]}]}), Some(&a_empty), false),
+            // Exists
+            (json!({"matchExpressions": [{"key": "a", "operator": "Exists"}]}), Some(&ab), true),
+            (json!({"matchExpressions": [{"key": "a", "operator": "Exists"}]}), Some(&a_empty), true),
+            (json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": []}]}), Some(&ab), true),
+            (json!({"matchExpressions": [{"key": "a", "operator": "Exists"}]}), Some(&other), false),
+            (json!({"matchExpressions": [{"key": "a", "operator": "Exists"}]}), none, false),
+            // DoesNotExist: an absent key matches
+            (json!({"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}), Some(&ab), false),
+            (json!({"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}), Some(&a_empty), false),
+            (json!({"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}), Some(&other), true),
+            (json!({"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}), none, true),
+            // Combinations are ANDed.
+            (json!({"matchLabels": {"a": "b"}, "matchExpressions": [{"key": "x", "operator": "Exists"}]}), Some(&ab_xy), true),
+            (json!({"matchLabels": {"a": "b"}, "matchExpressions": [{"key": "x", "operator": "Exists"}]}), Some(&ab), false),
+            (json!({"matchLabels": {"a": "b"}, "matchExpressions": [{"key": "x", "operator": "DoesNotExist"}]}), Some(&ab), true),
+            (json!({"matchLabels": {"a": "b"}, "matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["b"]}]}), Some(&ab), false),
+            (json!({"matchExpressions": [
+                {"key": "a", "operator": "In", "values": ["b", "c"]},
+                {"key": "a", "operator": "NotIn", "values": ["c"]}
+            ]}), Some(&ab), true),
+            (json!({"matchExpressions": [
+                {"key": "a", "operator": "In", "values": ["b", "c"]},
+                {"key": "a", "operator": "NotIn", "values": ["c"]}
+            ]}), Some(&ac), false),
+            // Keys are case-sensitive and prefixed keys are whole keys.
+            (json!({"matchLabels": {"A": "b"}}), Some(&ab), false),
+            (json!({"matchLabels": {"example.com/a": "b"}}), Some(&ab), false),
+            (json!({"matchLabels": {"example.com/a": "b"}}), Some(&prefixed), true),
+        ];
+        for (i, (selector, lbls, want)) in cases.into_iter().enumerate() {
+            let s = from_label_selector(Some(&sel(selector.clone())))
+                .unwrap_or_else(|e| panic!("case {i} {selector}: {e}"));
+            assert_eq!(s.matches(lbls), want, "case {i}: {selector} vs {lbls:?}");
+            assert_eq!(
+                matches(Some(&sel(selector.clone())), lbls),
+                want,
+                "case {i} (free fn): {selector} vs {lbls:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_operator() {
+        assert_eq!(
+            err_of(json!({"matchExpressions": [{"key": "a", "operator": "Seriously"}]})),
+            "\"Seriously\" is not a valid label selector operator"
+        );
+        // Operators are case-sensitive; "" is also unknown.
+        assert_eq!(
+            err_of(json!({"matchExpressions": [{"key": "a", "operator": "in", "values": ["b"]}]})),
+            "\"in\" is not a valid label selector operator"
+        );
+        assert_eq!(
+            err_of(json!({"matchExpressions": [{"key": "a", "operator": ""}]})),
+            "\"\" is not a valid label selector operator"
+        );
+        // Gt/Lt exist in labels.Parse but not in LabelSelector.
+        assert_eq!(
+            err_of(json!({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]})),
+            "\"Gt\" is not a valid label selector operator"
+        );
+        // The operator check comes before validating the key.
+        assert_eq!(
+            err_of(json!({"matchExpressions": [{"key": "", "operator": "Nope"}]})),
+            "\"Nope\" is not a valid label selector operator"
+        );
+    }
+
+    #[test]
+    fn in_and_notin_need_values() {
+        let want = "values: Invalid value: []string(nil): for 'in', 'notin' operators, values set \
+                    can't be empty";
+        for op in ["In", "NotIn"] {
+            assert_eq!(
+                err_of(json!({"matchExpressions": [{"key": "a", "operator": op}]})),
+                want
+            );
+            assert_eq!(
+                err_of(json!({"matchExpressions": [{"key": "a", "operator": op, "values": []}]})),
+                want
+            );
+        }
+        // The free fn treats it as selecting nothing.
+        let bad = sel(json!({"matchExpressions": [{"key": "a", "operator": "NotIn"}]}));
+        assert!(!matches(Some(&bad), None));
+        assert!(!matches(Some(&bad), Some(&labels(&[("a", "b")]))));
+    }
+
+    #[test]
+    fn exists_and_doesnotexist_take_no_values() {
+        for op in ["Exists", "DoesNotExist"] {
+            assert_eq!(
+                err_of(
+                    json!({"matchExpressions": [{"key": "a", "operator": op, "values": ["x"]}]})
+                ),
+                "values: Invalid value: []string{\"x\"}: values set must be empty for exists and \
+                 does not exist"
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_keys() {
+        let key_err = |key: &str| err_of(json!({"matchLabels": {key: "v"}}));
+        assert_eq!(
+            key_err("a b"),
+            format!("key: Invalid value: \"a b\": name part {KEY_REGEX_MSG}")
+        );
+        assert_eq!(
+            key_err(""),
+            format!(
+                "key: Invalid value: \"\": name part must be non-empty; name part {KEY_REGEX_MSG}"
+            )
+        );
+        assert_eq!(
+            key_err("-a"),
+            format!("key: Invalid value: \"-a\": name part {KEY_REGEX_MSG}")
+        );
+        let long = "a".repeat(64);
+        assert_eq!(
+            key_err(&long),
+            format!("key: Invalid value: \"{long}\": name part must be no more than 63 bytes")
+        );
+        assert_eq!(
+            key_err("/a"),
+            "key: Invalid value: \"/a\": prefix part must be non-empty"
+        );
+        assert_eq!(
+            key_err("example.com/"),
+            format!(
+                "key: Invalid value: \"example.com/\": name part must be non-empty; name part \
+                 {KEY_REGEX_MSG}"
+            )
+        );
+        let dns_msg = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric \
+                       characters, '-' or '.', and must start and end with an alphanumeric \
+                       character (e.g. 'example.com', regex used for validation is \
+                       '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+        assert_eq!(
+            key_err("Example.com/a"),
+            format!("key: Invalid value: \"Example.com/a\": prefix part {dns_msg}")
+        );
+        assert_eq!(
+            key_err("example..com/a"),
+            format!("key: Invalid value: \"example..com/a\": prefix part {dns_msg}")
+        );
+        let long_prefix = format!("{}/a", "a".repeat(254));
+        assert_eq!(
+            key_err(&long_prefix),
+            format!(
+                "key: Invalid value: \"{long_prefix}\": prefix part must be no more than 253 bytes"
+            )
+        );
+        assert_eq!(
+            key_err("a/b/c"),
+            format!(
+                "key: Invalid value: \"a/b/c\": a valid label key {KEY_REGEX_MSG} with an \
+                 optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            )
+        );
+        // Expression keys are validated the same way.
+        assert_eq!(
+            err_of(json!({"matchExpressions": [{"key": "a\tb", "operator": "Exists"}]})),
+            format!("key: Invalid value: \"a\\tb\": name part {KEY_REGEX_MSG}")
+        );
+    }
+
+    #[test]
+    fn valid_keys_and_values() {
+        let name63 = "a".repeat(63);
+        let prefix253 = [
+            "a".repeat(63),
+            "b".repeat(63),
+            "c".repeat(63),
+            "d".repeat(61),
+        ]
+        .join(".");
+        assert_eq!(prefix253.len(), 253);
+        for key in [
+            "a",
+            "A",
+            "0",
+            "a-b_c.d",
+            "MyName",
+            "example.com/MyName",
+            "k8s.io/a",
+            "app.kubernetes.io/name",
+            name63.as_str(),
+            &format!("{prefix253}/{name63}"),
+        ] {
+            for value in ["", "v", "V-1_2.3", name63.as_str()] {
+                let s = sel(json!({"matchLabels": {key: value}}));
+                let got = from_label_selector(Some(&s));
+                assert!(got.is_ok(), "{key:?}={value:?}: {got:?}");
+                assert!(matches(Some(&s), Some(&labels(&[(key, value)]))));
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_values() {
+        assert_eq!(
+            err_of(json!({"matchLabels": {"foo": "bar baz"}})),
+            format!("values[0][foo]: Invalid value: \"bar baz\": {VALUE_REGEX_MSG}")
+        );
+        let long = "v".repeat(64);
+        assert_eq!(
+            err_of(json!({"matchLabels": {"foo": long}})),
+            format!("values[0][foo]: Invalid value: \"{long}\": must be no more than 63 bytes")
+        );
+        let long_bad = format!("{}-", "v".repeat(64));
+        assert_eq!(
+            err_of(json!({"matchLabels": {"foo": long_bad}})),
+            format!(
+                "values[0][foo]: Invalid value: \"{long_bad}\": must be no more than 63 bytes; \
+                 {VALUE_REGEX_MSG}"
+            )
+        );
+        assert_eq!(
+            err_of(json!({"matchExpressions": [
+                {"key": "foo", "operator": "In", "values": ["ok", "_bad", "fine", "bad\n"]}
+            ]})),
+            format!(
+                "[values[1][foo]: Invalid value: \"_bad\": {VALUE_REGEX_MSG}, values[3][foo]: \
+                 Invalid value: \"bad\\n\": {VALUE_REGEX_MSG}]"
+            )
+        );
+    }
+
+    #[test]
+    fn several_errors_are_aggregated_and_deduplicated() {
+        assert_eq!(
+            err_of(json!({"matchExpressions": [{"key": "", "operator": "In"}]})),
+            format!(
+                "[key: Invalid value: \"\": name part must be non-empty; name part \
+                 {KEY_REGEX_MSG}, values: Invalid value: []string(nil): for 'in', 'notin' \
+                 operators, values set can't be empty]"
+            )
+        );
+        // A repeated bad value is reported per index: the paths differ, so nothing collapses.
+        let r = Requirement::new("k", Operator::In, vec!["-".into(), "-".into()]);
+        assert_eq!(
+            r,
+            Err(format!(
+                "[values[0][k]: Invalid value: \"-\": {VALUE_REGEX_MSG}, values[1][k]: Invalid \
+                 value: \"-\": {VALUE_REGEX_MSG}]"
+            ))
+        );
+        assert_eq!(
+            Requirement::new("k", Operator::Equals, vec![]),
+            Err(
+                "values: Invalid value: []string(nil): exact-match compatibility requires one \
+                 single value"
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            aggregate(vec!["x".into(), "y".into(), "x".into()]),
+            "[x, y]".to_string()
+        );
+        assert_eq!(aggregate(vec!["x".into(), "x".into()]), "x".to_string());
+    }
+
+    #[test]
+    fn first_invalid_term_is_reported() {
+        // matchLabels are converted before matchExpressions.
+        assert_eq!(
+            err_of(json!({
+                "matchLabels": {"ok": "fine", "zz": "bad value"},
+                "matchExpressions": [{"key": "a", "operator": "Bogus"}]
+            })),
+            format!("values[0][zz]: Invalid value: \"bad value\": {VALUE_REGEX_MSG}")
+        );
+        assert_eq!(
+            err_of(json!({"matchExpressions": [
+                {"key": "a", "operator": "Exists"},
+                {"key": "b", "operator": "Bogus"},
+                {"key": "c", "operator": "In"}
+            ]})),
+            "\"Bogus\" is not a valid label selector operator"
+        );
+    }
+
+    #[test]
+    fn display_sorts_keys_and_values() {
+        assert_eq!(
+            string_of(json!({
+                "matchLabels": {"zeta": "1", "alpha": "2"},
+                "matchExpressions": [
+                    {"key": "mid", "operator": "NotIn", "values": ["c", "a", "b"]},
+                    {"key": "beta", "operator": "DoesNotExist"},
+                    {"key": "gamma", "operator": "Exists"},
+                    {"key": "delta", "operator": "In", "values": ["only"]},
+                    {"key": "Upper", "operator": "In", "values": ["y", "X", "x"]}
+                ]
+            })),
+            "Upper in (X,x,y),alpha=2,!beta,delta in (only),gamma,mid notin (a,b,c),zeta=1"
+        );
+        // Equal keys keep their order: matchLabels first, then expressions as written.
+        assert_eq!(
+            string_of(json!({
+                "matchLabels": {"a": "b"},
+                "matchExpressions": [
+                    {"key": "a", "operator": "NotIn", "values": ["c"]},
+                    {"key": "a", "operator": "Exists"}
+                ]
+            })),
+            "a=b,a notin (c),a"
+        );
+        assert_eq!(string_of(json!({"matchLabels": {"a": ""}})), "a=");
+        assert_eq!(
+            string_of(
+                json!({"matchExpressions": [{"key": "a", "operator": "In", "values": ["", "b"]}]})
+            ),
+            "a in (,b)"
+        );
+        assert_eq!(
+            string_of(json!({"matchLabels": {"example.com/app": "web"}})),
+            "example.com/app=web"
+        );
+    }
+
+    #[test]
+    fn requirement_accessors_keep_input_order() {
+        let s = from_label_selector(Some(&sel(json!({"matchExpressions": [
+            {"key": "k", "operator": "In", "values": ["b", "a"]}
+        ]}))))
+        .unwrap();
+        let Selector::Requirements(reqs) = &s else {
+            panic!("expected requirements");
+        };
+        assert_eq!(reqs.len(), 1);
+        assert_eq!(reqs[0].key(), "k");
+        assert_eq!(reqs[0].operator(), Operator::In);
+        assert_eq!(reqs[0].values(), ["b".to_string(), "a".to_string()]);
+        assert_eq!(reqs[0].to_string(), "k in (a,b)");
+    }
+
+    #[test]
+    fn free_fn_on_nil_and_valid() {
+        assert!(!matches(None, None));
+        assert!(!matches(None, Some(&labels(&[("a", "b")]))));
+        assert!(matches(Some(&LabelSelector::default()), None));
+        let s = sel(json!({"matchLabels": {"a": "b"}}));
+        assert!(matches(Some(&s), Some(&labels(&[("a", "b")]))));
+        assert!(!matches(Some(&s), Some(&labels(&[("a", "c")]))));
+    }
+
+    #[test]
+    fn go_quote_matches_strconv_quote() {
+        assert_eq!(go_quote("plain"), "\"plain\"");
+        assert_eq!(go_quote("a\"b\\c"), "\"a\\\"b\\\\c\"");
+        assert_eq!(
+            go_quote("\u{07}\u{08}\u{0C}\n\r\t\u{0B}"),
+            "\"\\a\\b\\f\\n\\r\\t\\v\""
+        );
+        assert_eq!(go_quote("\u{00}\u{1B}\u{7F}"), "\"\\x00\\x1b\\x7f\"");
+        assert_eq!(go_quote("héllo 日本"), "\"héllo 日本\"");
+        assert_eq!(
+            go_quote("\u{A0}\u{200B}\u{FEFF}"),
+            "\"\\u00a0\\u200b\\ufeff\""
+        );
+        assert_eq!(go_quote("\u{85}"), "\"\\u0085\"");
+        assert_eq!(go_quote("\u{F0000}"), "\"\\U000f0000\"");
+        assert_eq!(go_quote("😀"), "\"😀\"");
+        // Non-ASCII keys are invalid and quoted readably in the error.
+        assert_eq!(
+            err_of(json!({"matchLabels": {"é": "v"}})),
+            format!("key: Invalid value: \"é\": name part {KEY_REGEX_MSG}")
+        );
+    }
+}
