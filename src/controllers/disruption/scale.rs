@@ -204,24 +204,18 @@ impl ScaleFinder {
         if let Some(list) = cached.filter(|l| l.resources.iter().any(|r| r.kind == kind)) {
             return Ok(list);
         }
-        let list = self
-            .client
-            .list_api_group_resources(api_version)
-            .await
-            .map_err(|err| match err {
-                kube::Error::Api(status) if status.code == 404 => {
-                    let (group, version) = group_of(api_version);
-                    format!(
-                        "no matches for kind {kind:?} in version {:?}",
-                        if group.is_empty() {
-                            version.to_string()
-                        } else {
-                            format!("{group}/{version}")
-                        }
-                    )
-                }
-                other => other.to_string(),
-            })?;
+        let (group, version) = group_of(api_version);
+        let fetched = if group.is_empty() {
+            self.client.list_core_api_resources(version).await
+        } else {
+            self.client.list_api_group_resources(api_version).await
+        };
+        let list = fetched.map_err(|err| match err {
+            kube::Error::Api(status) if status.code == 404 => {
+                format!("no matches for kind {kind:?} in version {api_version:?}")
+            }
+            other => other.to_string(),
+        })?;
         self.discovery
             .lock()
             .unwrap_or_else(|p| p.into_inner())
