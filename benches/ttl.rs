@@ -11,6 +11,9 @@ use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube_testserver::TestServer;
+
+mod common;
+use common::usage;
 use serde_json::json;
 
 const NODES: usize = 5_000;
@@ -48,27 +51,6 @@ async fn converge(api: &Api<Node>, ttl: &str, count: usize) -> Duration {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     start.elapsed()
-}
-
-/// CPU seconds (user + system) and peak RSS in MiB of a process, from /proc.
-fn usage(pid: u32) -> (f64, f64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks: f64 = fields
-        .get(11..13)
-        .map(|f| f.iter().filter_map(|v| v.parse::<f64>().ok()).sum())
-        .unwrap_or(0.0);
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let hwm_kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    (ticks / 100.0, hwm_kib / 1024.0)
 }
 
 #[tokio::main]

@@ -56,6 +56,45 @@ struct Dispatch<K: Stored> {
     handlers: Vec<mpsc::UnboundedSender<Change<K>>>,
     /// Objects seen by a relist in progress, and the changes it found so far.
     relist: Option<Relist<K>>,
+    /// The stored objects by namespace, so namespace-scoped lookups (a PDB's pods, a
+    /// namespace's quotas) do not scan the whole store.
+    by_namespace: HashMap<String, HashMap<String, Arc<K>>>,
+}
+
+impl<K: Stored> Dispatch<K> {
+    /// Keeps the namespace index in step with the store after `event` was applied.
+    fn index(&mut self, event: &Event<K>, reader: &Store<K>) {
+        let place = |obj: &K| (obj.namespace().unwrap_or_default(), obj.name_any());
+        match event {
+            Event::Apply(obj) => {
+                // The store's own Arc: the index costs no second copy.
+                if let Some(stored) = reader.get(&ObjectRef::from_obj(obj)) {
+                    let (ns, name) = place(obj);
+                    self.by_namespace
+                        .entry(ns)
+                        .or_default()
+                        .insert(name, stored);
+                }
+            }
+            Event::Delete(obj) => {
+                let (ns, name) = place(obj);
+                if let Some(names) = self.by_namespace.get_mut(&ns) {
+                    names.remove(&name);
+                    if names.is_empty() {
+                        self.by_namespace.remove(&ns);
+                    }
+                }
+            }
+            Event::InitDone => {
+                self.by_namespace.clear();
+                for obj in reader.state() {
+                    let (ns, name) = place(&obj);
+                    self.by_namespace.entry(ns).or_default().insert(name, obj);
+                }
+            }
+            Event::Init | Event::InitApply(_) => {}
+        }
+    }
 }
 
 /// A relist in progress: the objects it has listed, and the changes found so far (sent
@@ -76,6 +115,15 @@ impl<K: Stored> Informer<K> {
     /// The store every controller reads; it is never written by them.
     pub fn store(&self) -> &Store<K> {
         &self.reader
+    }
+
+    /// The stored objects of one namespace ("" for cluster-scoped ones).
+    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
+        self.lock()
+            .by_namespace
+            .get(namespace)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// A stream of changes from now on, with `Synced` once the first list is through. A
@@ -155,6 +203,7 @@ impl<K: Stored> Informer<K> {
             }
         }
         dispatch.writer.apply_watcher_event(&event);
+        dispatch.index(&event, &self.reader);
         dispatch
             .handlers
             .retain(|h| changes.iter().all(|c| h.send(c.clone()).is_ok()));
@@ -242,6 +291,7 @@ impl Informers {
             dispatch: Mutex::new(Dispatch {
                 writer,
                 handlers: Vec::new(),
+                by_namespace: HashMap::new(),
                 relist: None,
             }),
             synced,

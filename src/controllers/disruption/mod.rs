@@ -10,6 +10,7 @@
 pub mod budget;
 mod scale;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -18,7 +19,7 @@ use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use tokio::sync::oneshot;
 
@@ -30,7 +31,7 @@ use self::scale::ScaleFinder;
 use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
 use crate::runtime::events::EventRecorder;
-use crate::runtime::informer::{Change, feed};
+use crate::runtime::informer::{Change, Informer, feed};
 use crate::runtime::queue::{WorkQueue, run_workers};
 use crate::runtime::selector;
 use crate::runtime::stored::Stored;
@@ -86,8 +87,8 @@ fn api_error(err: kube::Error) -> SyncError {
 
 #[derive(Clone)]
 struct Disruption {
-    pods: Store<Pod>,
-    pdbs: Store<PodDisruptionBudget>,
+    pods: Arc<Informer<Pod>>,
+    pdbs: Arc<Informer<PodDisruptionBudget>>,
     scales: ScaleFinder,
     writer: ApiWriter,
     recorder: EventRecorder,
@@ -103,18 +104,14 @@ impl Disruption {
 
     /// PDBs in the pod's namespace whose selector matches it, sorted by name so the choice
     /// among several is stable (upstream takes the first in lister order, i.e. arbitrary).
-    fn pdbs_for(&self, pod: &Pod) -> Vec<std::sync::Arc<PodDisruptionBudget>> {
-        let ns = pod.namespace();
+    fn pdbs_for(&self, pod: &Pod) -> Vec<Arc<PodDisruptionBudget>> {
+        let labels = pod.metadata.labels.as_ref();
         let mut pdbs: Vec<_> = self
             .pdbs
-            .state()
+            .in_namespace(&pod.namespace().unwrap_or_default())
             .into_iter()
-            .filter(|pdb| pdb.namespace() == ns)
             .filter(|pdb| {
-                selector::matches(
-                    pdb.spec.as_ref().and_then(|s| s.selector.as_ref()),
-                    pod.metadata.labels.as_ref(),
-                )
+                selector::matches(pdb.spec.as_ref().and_then(|s| s.selector.as_ref()), labels)
             })
             .collect();
         pdbs.sort_by_key(|p| p.name_any());
@@ -170,7 +167,8 @@ impl Disruption {
 
     /// `sync`: the PDB's status, or the fail-safe status when that cannot be computed.
     async fn sync(&self, pdb_key: String) -> Result<(), ControllerError> {
-        let Some(pdb) = object_ref::<PodDisruptionBudget>(&pdb_key).and_then(|r| self.pdbs.get(&r))
+        let Some(pdb) =
+            object_ref::<PodDisruptionBudget>(&pdb_key).and_then(|r| self.pdbs.store().get(&r))
         else {
             return Ok(());
         };
@@ -227,12 +225,11 @@ impl Disruption {
                 return Err(SyncError::Failed(err));
             }
         };
-        let ns = pdb.namespace();
         let pods: Vec<_> = self
             .pods
-            .state()
+            .in_namespace(&pdb.namespace().unwrap_or_default())
             .into_iter()
-            .filter(|p| p.namespace() == ns && selector.matches(p.metadata.labels.as_ref()))
+            .filter(|p| selector.matches(p.metadata.labels.as_ref()))
             .collect();
         if pods.is_empty() {
             self.event(
@@ -318,7 +315,7 @@ impl Disruption {
 
     /// Resets a DisruptionTarget condition that nobody acted on within two minutes.
     async fn clear_stale_condition(&self, pod_key: String) -> Result<(), ControllerError> {
-        let Some(pod) = object_ref::<Pod>(&pod_key).and_then(|r| self.pods.get(&r)) else {
+        let Some(pod) = object_ref::<Pod>(&pod_key).and_then(|r| self.pods.store().get(&r)) else {
             return Ok(());
         };
         let now = self.now();
@@ -355,12 +352,9 @@ impl Disruption {
         if replicas(old) == replicas(new) {
             return;
         }
-        let ns = new.meta().namespace.clone();
         for pdb in self
             .pdbs
-            .state()
-            .into_iter()
-            .filter(|p| p.namespace() == ns)
+            .in_namespace(new.meta().namespace.as_deref().unwrap_or_default())
         {
             queue.add(key(pdb.as_ref()));
         }
@@ -391,8 +385,8 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     let stale: WorkQueue<String> = WorkQueue::new(STALE_POD_QUEUE, &ctx.metrics.workqueue);
     let informers = &ctx.informers;
     let disruption = Disruption {
-        pods: informers.get::<Pod>().store().clone(),
-        pdbs: informers.get::<PodDisruptionBudget>().store().clone(),
+        pods: informers.get::<Pod>(),
+        pdbs: informers.get::<PodDisruptionBudget>(),
         scales: ScaleFinder::new(
             ctx.client.clone(),
             informers.get::<ReplicationController>().store().clone(),
