@@ -286,6 +286,20 @@ async fn custom_scale_subresource_and_its_failures() {
         })
     })
     .await;
+    // Forbidden is no different: fail safe, with the API server's message.
+    server.faults().clear();
+    server.inject(
+        Fault::error(403)
+            .verb("get")
+            .resource("widgets")
+            .subresource("scale"),
+    );
+    eventually("fail-safe on 403", DEADLINE, || async {
+        let status = pdbs.get("w").await.unwrap().status.unwrap();
+        condition(&status).is_some_and(|c| c.1 == "SyncFailed" && c.2 == "injected fault: 403")
+            && status.disruptions_allowed == Some(0)
+    })
+    .await;
     // Recovery once the scale answers again (the failed key is retried with backoff).
     server.faults().clear();
     wait_counts(&pdbs, "w", (4, 2, 3, 1)).await;
@@ -322,6 +336,11 @@ async fn bad_budgets_fail_safe_and_never_allow_disruptions() {
             "garbage",
             json!({ "minAvailable": "abc%" }),
             "invalid value for IntOrString: invalid value \"abc%\": strconv.Atoi: parsing \"abc\": invalid syntax",
+        ),
+        (
+            "both",
+            json!({ "minAvailable": 1, "maxUnavailable": 1 }),
+            "minAvailable and maxUnavailable cannot be both set",
         ),
         (
             "no-scale",

@@ -125,6 +125,9 @@ pub fn needs_controller_scale(spec: &PodDisruptionBudgetSpec) -> bool {
     spec.max_unavailable.is_some() || matches!(spec.min_available, Some(IntOrString::String(_)))
 }
 
+/// The API server's validation message for a budget with both fields.
+pub const BOTH_SET: &str = "minAvailable and maxUnavailable cannot be both set";
+
 /// getExpectedPodCount minus the scale lookup: returns (expectedCount, desiredHealthy).
 ///
 /// `scale` is the sum of the distinct controllers' scales (getExpectedScale) and
@@ -136,7 +139,11 @@ pub fn expected_and_desired(
     scale: Option<i32>,
 ) -> Result<(i32, i32), String> {
     let need_scale = || scale.ok_or_else(|| "controller scale was not computed".to_owned());
-    // maxUnavailable wins if both are somehow set, as upstream checks it first.
+    // The API server's validation refuses both; upstream's controller would silently prefer
+    // maxUnavailable. kcm cannot know which one the author meant, so it fails safe.
+    if spec.min_available.is_some() && spec.max_unavailable.is_some() {
+        return Err(BOTH_SET.to_owned());
+    }
     if let Some(max_unavailable) = &spec.max_unavailable {
         let expected = need_scale()?;
         let max_unavailable = scaled_value(max_unavailable, expected, true)?;
@@ -768,7 +775,7 @@ mod tests {
             (spec_max(i(5)), 4, Some(10), Ok((10, 5))),
             (spec_max(s("100%")), 4, Some(10), Ok((10, 0))),
             (spec_max(i(20)), 4, Some(10), Ok((10, 0))),
-            (both, 4, Some(10), Ok((10, 8))),
+            (both, 4, Some(10), Err(BOTH_SET.to_owned())),
             (PodDisruptionBudgetSpec::default(), 4, Some(10), Ok((0, 0))),
             (
                 spec_min(s("50")),
