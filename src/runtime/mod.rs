@@ -4,6 +4,7 @@ pub mod backoff;
 pub mod client;
 pub mod clock;
 pub mod events;
+pub mod golang;
 pub mod http;
 pub mod informer;
 pub mod leader;

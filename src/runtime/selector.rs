@@ -9,6 +9,8 @@ use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+use super::golang::go_quote;
+
 /// The operators `LabelSelectorAsSelector` can produce (`selection.Operator`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operator {
@@ -392,53 +394,6 @@ fn go_string_slice(values: &[String]) -> String {
     format!("[]string{{{}}}", quoted.join(", "))
 }
 
-/// Go's `strconv.Quote` (`%q`). Printability is approximated: controls, non-ASCII spaces,
-/// common format characters and private use are escaped.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{07}' => out.push_str("\\a"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0C}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{0B}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7F}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if go_printable(c) => out.push(c),
-            c if (c as u32) > 0xFFFF => out.push_str(&format!("\\U{:08x}", c as u32)),
-            c => out.push_str(&format!("\\u{:04x}", c as u32)),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn go_printable(c: char) -> bool {
-    if c == ' ' {
-        return true;
-    }
-    !(c.is_control()
-        || c.is_whitespace()
-        || matches!(
-            c,
-            '\u{AD}'
-                | '\u{200B}'..='\u{200F}'
-                | '\u{202A}'..='\u{202E}'
-                | '\u{2060}'..='\u{206F}'
-                | '\u{FEFF}'
-                | '\u{FFF9}'..='\u{FFFB}'
-                | '\u{E000}'..='\u{F8FF}'
-                | '\u{F0000}'..
-        ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -467,6 +422,14 @@ mod tests {
 
     fn err_of(v: serde_json::Value) -> String {
         from_label_selector(Some(&sel(v))).expect_err("selector should be invalid")
+    }
+
+    #[test]
+    fn non_ascii_keys_are_invalid_and_quoted_readably() {
+        assert_eq!(
+            err_of(json!({"matchLabels": {"é": "v"}})),
+            format!("key: Invalid value: \"é\": name part {KEY_REGEX_MSG}")
+        );
     }
 
     fn string_of(v: serde_json::Value) -> String {
@@ -926,29 +889,5 @@ mod tests {
         let s = sel(json!({"matchLabels": {"a": "b"}}));
         assert!(matches(Some(&s), Some(&labels(&[("a", "b")]))));
         assert!(!matches(Some(&s), Some(&labels(&[("a", "c")]))));
-    }
-
-    #[test]
-    fn go_quote_matches_strconv_quote() {
-        assert_eq!(go_quote("plain"), "\"plain\"");
-        assert_eq!(go_quote("a\"b\\c"), "\"a\\\"b\\\\c\"");
-        assert_eq!(
-            go_quote("\u{07}\u{08}\u{0C}\n\r\t\u{0B}"),
-            "\"\\a\\b\\f\\n\\r\\t\\v\""
-        );
-        assert_eq!(go_quote("\u{00}\u{1B}\u{7F}"), "\"\\x00\\x1b\\x7f\"");
-        assert_eq!(go_quote("héllo 日本"), "\"héllo 日本\"");
-        assert_eq!(
-            go_quote("\u{A0}\u{200B}\u{FEFF}"),
-            "\"\\u00a0\\u200b\\ufeff\""
-        );
-        assert_eq!(go_quote("\u{85}"), "\"\\u0085\"");
-        assert_eq!(go_quote("\u{F0000}"), "\"\\U000f0000\"");
-        assert_eq!(go_quote("😀"), "\"😀\"");
-        // Non-ASCII keys are invalid and quoted readably in the error.
-        assert_eq!(
-            err_of(json!({"matchLabels": {"é": "v"}})),
-            format!("key: Invalid value: \"é\": name part {KEY_REGEX_MSG}")
-        );
     }
 }

@@ -17,6 +17,8 @@ use k8s_openapi::api::policy::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::runtime::golang::go_quote;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 /// How long a `disruptedPods` entry may wait for its pod to get a deletionTimestamp.
@@ -83,40 +85,6 @@ fn go_float_to_int(f: f64) -> i64 {
     } else {
         i64::MIN
     }
-}
-
-/// strconv.Quote (`%q`), exact for ASCII; non-ASCII printability is approximated
-/// (control and whitespace characters are escaped, everything else kept).
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            ' ' => out.push(' '),
-            c if c < ' ' || c == '\u{7f}' => out.push_str(&format!("\\x{:02x}", u32::from(c))),
-            c if c.is_ascii() => out.push(c),
-            c if c.is_control() || c.is_whitespace() => {
-                let n = u32::from(c);
-                if n < 0x10000 {
-                    out.push_str(&format!("\\u{n:04x}"));
-                } else {
-                    out.push_str(&format!("\\U{n:08x}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Whether the budget needs the owning controllers' scale (maxUnavailable set,
