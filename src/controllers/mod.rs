@@ -16,6 +16,7 @@ use crate::runtime::clock::Clock;
 use crate::runtime::events::EventRecorder;
 use crate::runtime::informer::Informers;
 use crate::runtime::metrics::Metrics;
+use crate::runtime::queue::{QueueKey, WorkQueue, run_workers};
 use crate::runtime::writer::ApiWriter;
 
 /// What a controller runs with.
@@ -45,6 +46,31 @@ impl Context {
             self.metrics.clone(),
             self.settings.shadow,
         )
+    }
+}
+
+impl Context {
+    /// Runs `workers` workers on `queue` (client-go semantics), each reconcile counted and
+    /// timed under `controller`.
+    pub async fn run_workers<K, F, Fut, E>(
+        &self,
+        queue: WorkQueue<K>,
+        workers: usize,
+        controller: &'static str,
+        reconcile: F,
+    ) where
+        K: QueueKey,
+        F: Fn(K) -> Fut + Clone + Send + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        let metrics = self.metrics.clone();
+        run_workers(queue, workers, move |key| {
+            let metrics = metrics.clone();
+            let work = reconcile(key);
+            async move { metrics.observe(controller, work).await }
+        })
+        .await
     }
 }
 

@@ -450,10 +450,15 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
 
     let workers = ctx.settings.concurrent_disruption_syncs.get() as usize;
     let d = disruption.clone();
-    let main = run_workers(queue.clone(), workers, move |pdb_key: String| {
-        let d = d.clone();
-        async move { d.ctx.metrics.observe(CONTROLLER, d.sync(pdb_key)).await }
-    });
+    let main = ctx.run_workers(
+        queue.clone(),
+        workers,
+        CONTROLLER,
+        move |pdb_key: String| {
+            let d = d.clone();
+            async move { d.sync(pdb_key).await }
+        },
+    );
     // Upstream's recheck worker hands each due PDB to the main queue, rate limited.
     let to_main = queue.clone();
     let rechecks = run_workers(recheck, 1, move |pdb_key: String| {
@@ -464,14 +469,9 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         }
     });
     let d = disruption.clone();
-    let stale_pods = run_workers(stale, 1, move |pod_key: String| {
+    let stale_pods = ctx.run_workers(stale, 1, CONTROLLER, move |pod_key: String| {
         let d = d.clone();
-        async move {
-            d.ctx
-                .metrics
-                .observe(CONTROLLER, d.clear_stale_condition(pod_key))
-                .await
-        }
+        async move { d.clear_stale_condition(pod_key).await }
     });
     tokio::join!(main, rechecks, stale_pods);
     for task in tasks {

@@ -22,7 +22,7 @@ use self::gc::{
 use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
 use crate::runtime::informer::{Change, feed};
-use crate::runtime::queue::{WorkQueue, run_workers};
+use crate::runtime::queue::WorkQueue;
 use crate::runtime::writer::ApiWriter;
 
 const CONTROLLER: &str = "storageversion-garbage-collector-controller";
@@ -175,27 +175,16 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
             tracing::info!("Starting storage version garbage collector");
         }
     }
-    let observe = |lane: &'static str| {
-        let metrics = ctx.metrics.clone();
+    let lease_gc = gc.clone();
+    let lease_lane = ctx.run_workers(lease_queue, 1, CONTROLLER, move |name: String| {
+        let gc = lease_gc.clone();
+        async move { gc.lease_deleted(name).await }
+    });
+    let sv_lane = ctx.run_workers(sv_queue, 1, CONTROLLER, move |name: String| {
         let gc = gc.clone();
-        move |name: String| {
-            let metrics = metrics.clone();
-            let gc = gc.clone();
-            async move {
-                let work = async {
-                    match lane {
-                        LEASE_QUEUE => gc.lease_deleted(name).await,
-                        _ => gc.storage_version_changed(name).await,
-                    }
-                };
-                metrics.observe(CONTROLLER, work).await
-            }
-        }
-    };
-    tokio::join!(
-        run_workers(lease_queue, 1, observe(LEASE_QUEUE)),
-        run_workers(sv_queue, 1, observe(STORAGE_VERSION_QUEUE))
-    );
+        async move { gc.storage_version_changed(name).await }
+    });
+    tokio::join!(lease_lane, sv_lane);
     tracing::info!("Shutting down storage version garbage collector");
     let (a, b) = tokio::join!(lease_handler, sv_handler);
     a.and(b).map_err(failed)

@@ -19,7 +19,7 @@ use self::boundaries::{Decision, TTL_ANNOTATION, TtlState, annotation_patch, dec
 use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
 use crate::runtime::informer::{Change, feed};
-use crate::runtime::queue::{WorkQueue, run_workers};
+use crate::runtime::queue::WorkQueue;
 use crate::runtime::writer::ApiWriter;
 
 const CONTROLLER: &str = "ttl-controller";
@@ -143,19 +143,11 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         _ = ctx.shutdown.cancelled() => {}
         _ = synced_rx => {}
     }
-    let workers = {
+    ctx.run_workers(queue, WORKERS, CONTROLLER, move |name: String| {
         let ttl = ttl.clone();
-        run_workers(queue, WORKERS, move |name: String| {
-            let ttl = ttl.clone();
-            async move {
-                ttl.ctx
-                    .metrics
-                    .observe(CONTROLLER, ttl.reconcile(name))
-                    .await
-            }
-        })
-    };
-    workers.await;
+        async move { ttl.reconcile(name).await }
+    })
+    .await;
     handler
         .await
         .map_err(|e| ControllerError::Failed(e.to_string()))
