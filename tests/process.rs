@@ -225,3 +225,23 @@ async fn selected_controllers_that_are_not_built_are_named_in_the_log() {
         "{log}"
     );
 }
+
+#[tokio::test]
+async fn losing_the_lease_stops_kcm_with_a_non_zero_exit() {
+    let server = TestServer::start().await;
+    let mut args = vec!["--controllers=ttl"];
+    args.extend(FAST_LEASE);
+    let mut kcm = Kcm::start(server.kubeconfig_path(), &args);
+    eventually("kcm leads", DEADLINE, || async {
+        kcm.metric(LEADER).await == Some(1.0)
+    })
+    .await;
+    // The API server stops accepting the renewals.
+    server.inject(Fault::error(500).resource("leases"));
+    let status = kcm
+        .wait_exit(DEADLINE)
+        .await
+        .expect("kcm exits after losing the lease");
+    assert_eq!(status.code(), Some(1));
+    assert!(kcm.log().contains("leader election"), "{}", kcm.log());
+}
