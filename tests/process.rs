@@ -14,6 +14,13 @@ use serde_json::json;
 
 const LEADER: &str = "leader_election_master_status{name=\"kcm\"}";
 
+/// kcm running ttl under leader election with short lease timings.
+fn leader_candidate(server: &TestServer) -> Kcm {
+    let mut args = vec!["--controllers=ttl"];
+    args.extend(FAST_LEASE);
+    Kcm::start(server.kubeconfig_path(), &args)
+}
+
 async fn node(server: &TestServer, name: &str) {
     let node: Node = serde_json::from_value(json!({ "metadata": { "name": name } })).unwrap();
     Api::<Node>::all(server.client())
@@ -39,9 +46,7 @@ async fn readyz_waits_for_stores_and_metrics_expose_the_families() {
     node(&server, "n1").await;
     // The node list fails until cleared: the leader cannot be ready before its store syncs.
     server.inject(Fault::error(500).verb("list").resource("nodes"));
-    let mut args = vec!["--controllers=ttl"];
-    args.extend(FAST_LEASE);
-    let kcm = Kcm::start(server.kubeconfig_path(), &args);
+    let kcm = leader_candidate(&server);
     eventually("kcm leads", DEADLINE, || async {
         kcm.metric(LEADER).await == Some(1.0)
     })
@@ -85,14 +90,12 @@ async fn readyz_waits_for_stores_and_metrics_expose_the_families() {
 #[tokio::test]
 async fn one_of_two_leads_and_the_other_takes_over_when_it_dies() {
     let server = TestServer::start().await;
-    let mut args = vec!["--controllers=ttl"];
-    args.extend(FAST_LEASE);
-    let first = Kcm::start(server.kubeconfig_path(), &args);
+    let first = leader_candidate(&server);
     eventually("first leads", DEADLINE, || async {
         first.metric(LEADER).await == Some(1.0)
     })
     .await;
-    let second = Kcm::start(server.kubeconfig_path(), &args);
+    let second = leader_candidate(&server);
     eventually("second serves metrics", DEADLINE, || async {
         second.metric(LEADER).await.is_some()
     })
@@ -132,9 +135,7 @@ async fn one_of_two_leads_and_the_other_takes_over_when_it_dies() {
 #[tokio::test]
 async fn sigterm_releases_the_lease_and_exits_zero() {
     let server = TestServer::start().await;
-    let mut args = vec!["--controllers=ttl"];
-    args.extend(FAST_LEASE);
-    let mut kcm = Kcm::start(server.kubeconfig_path(), &args);
+    let mut kcm = leader_candidate(&server);
     eventually("kcm leads", DEADLINE, || async {
         kcm.metric(LEADER).await == Some(1.0)
     })
@@ -229,9 +230,7 @@ async fn selected_controllers_that_are_not_built_are_named_in_the_log() {
 #[tokio::test]
 async fn losing_the_lease_stops_kcm_with_a_non_zero_exit() {
     let server = TestServer::start().await;
-    let mut args = vec!["--controllers=ttl"];
-    args.extend(FAST_LEASE);
-    let mut kcm = Kcm::start(server.kubeconfig_path(), &args);
+    let mut kcm = leader_candidate(&server);
     eventually("kcm leads", DEADLINE, || async {
         kcm.metric(LEADER).await == Some(1.0)
     })

@@ -53,6 +53,18 @@ fn list(ids: &[&str]) -> Option<Vec<String>> {
     Some(ids.iter().map(|s| s.to_string()).collect())
 }
 
+/// kcm with only this controller (gates on), once its workers run.
+async fn start_gc(server: &TestServer) -> InProcess {
+    let kcm = InProcess::start(server, &[CONTROLLERS, GATES]).await;
+    eventually("workers started", DEADLINE, || async {
+        kcm.metric("workqueue_depth{name=\"storage_version_garbage_collector_leases\"}")
+            .await
+            .is_some()
+    })
+    .await;
+    kcm
+}
+
 async fn setup(server: &TestServer) -> (Api<Lease>, Api<StorageVersion>) {
     let leases: Api<Lease> = Api::namespaced(server.client(), "kube-system");
     for name in ["apiserver-a", "apiserver-b"] {
@@ -145,13 +157,7 @@ async fn a_lease_recreated_before_the_worker_looks_is_respected() {
         "apps.deployments",
         &[("apiserver-a", "v1"), ("apiserver-b", "v1")],
     );
-    let kcm = InProcess::start(&server, &[CONTROLLERS, GATES]).await;
-    eventually("workers started", DEADLINE, || async {
-        kcm.metric("workqueue_depth{name=\"storage_version_garbage_collector_leases\"}")
-            .await
-            .is_some()
-    })
-    .await;
+    let kcm = start_gc(&server).await;
     // The worker's confirming GET is held back long enough for the lease to come back.
     server.inject(
         Fault::latency(Duration::from_millis(500))
@@ -196,13 +202,7 @@ async fn a_failing_lease_lane_does_not_stall_the_storage_version_lane() {
         "apps.deployments",
         &[("apiserver-a", "v1"), ("apiserver-b", "v1")],
     );
-    let kcm = InProcess::start(&server, &[CONTROLLERS, GATES]).await;
-    eventually("workers started", DEADLINE, || async {
-        kcm.metric("workqueue_depth{name=\"storage_version_garbage_collector_leases\"}")
-            .await
-            .is_some()
-    })
-    .await;
+    let kcm = start_gc(&server).await;
     // The lease lane needs a StorageVersion list, which now always fails.
     server.inject(Fault::error(500).verb("list").resource("storageversions"));
     leases
