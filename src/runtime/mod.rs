@@ -9,6 +9,7 @@ pub mod http;
 pub mod informer;
 pub mod leader;
 pub mod metrics;
+pub mod quantity;
 pub mod queue;
 pub mod selector;
 pub mod stored;
