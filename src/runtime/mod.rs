@@ -3,6 +3,7 @@
 pub mod backoff;
 pub mod client;
 pub mod clock;
+pub mod counter;
 pub mod events;
 pub mod golang;
 pub mod http;
