@@ -32,7 +32,6 @@ struct Names {
 
 /// The live count of one resource, by namespace.
 pub struct ObjectCounter {
-    resource: String,
     names: Mutex<Names>,
     synced: watch::Sender<bool>,
     stop: CancellationToken,
@@ -50,7 +49,6 @@ impl ObjectCounter {
         changes: mpsc::UnboundedSender<CountChange>,
     ) -> Arc<Self> {
         let counter = Arc::new(Self {
-            resource: resource.clone(),
             names: Mutex::default(),
             synced: watch::channel(false).0,
             stop: shutdown.child_token(),
@@ -149,10 +147,6 @@ impl ObjectCounter {
             .by_namespace
             .get(namespace)
             .map_or(0, HashSet::len)
-    }
-
-    pub fn resource(&self) -> &str {
-        &self.resource
     }
 
     /// Waits for the first complete list.
