@@ -3,3 +3,4 @@
 
 pub mod discovery;
 pub mod status;
+pub mod usage;
