@@ -22,6 +22,7 @@ const CONTROLLERS: &[ControllerEntry] = &[
     crate::controllers::ttl::ENTRY,
     crate::controllers::storageversiongc::ENTRY,
     crate::controllers::disruption::ENTRY,
+    crate::controllers::resourcequota::ENTRY,
 ];
 
 /// How long in-flight reconciles may take to finish after SIGTERM.

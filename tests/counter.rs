@@ -56,8 +56,13 @@ async fn counts_follow_creates_deletes_and_a_relist() {
         first,
         CountChange {
             resource: "widgets.example.com".into(),
-            namespace: "default".into()
+            namespace: Some("default".into())
         }
+    );
+    let synced = rx.recv().await.unwrap();
+    assert_eq!(
+        synced.namespace, None,
+        "the first complete list is announced"
     );
 
     create(&api, "c").await;

@@ -208,7 +208,7 @@ async fn selected_controllers_that_are_not_built_are_named_in_the_log() {
     let server = TestServer::start().await;
     let kcm = Kcm::start(
         server.kubeconfig_path(),
-        &["--controllers=ttl,resourcequota", "--leader-elect=false"],
+        &["--controllers=ttl,resourceclaim", "--leader-elect=false"],
     );
     eventually("the log names the unbuilt controller", DEADLINE, || async {
         kcm.log()
@@ -220,7 +220,7 @@ async fn selected_controllers_that_are_not_built_are_named_in_the_log() {
         .lines()
         .find(|l| l.contains("not built"))
         .unwrap_or_default();
-    assert!(line.contains("resourcequota-controller"), "{line}");
+    assert!(line.contains("resourceclaim-controller"), "{line}");
     assert!(
         log.contains("starting controller") && log.contains("ttl-controller"),
         "{log}"

@@ -16,11 +16,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
 
-/// A namespace whose count of `resource` may have changed.
+/// A namespace whose count of `resource` may have changed; `None` when the first complete
+/// list arrived, so every namespace's count is now known.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CountChange {
     pub resource: String,
-    pub namespace: String,
+    pub namespace: Option<String>,
 }
 
 #[derive(Default)]
@@ -65,10 +66,18 @@ impl ObjectCounter {
                 };
                 match event {
                     Some(Ok(event)) => {
+                        let first_list =
+                            matches!(event, Event::InitDone) && !task_counter.is_synced();
                         for namespace in task_counter.apply(event) {
                             let _ = changes.send(CountChange {
                                 resource: resource.clone(),
-                                namespace,
+                                namespace: Some(namespace),
+                            });
+                        }
+                        if first_list {
+                            let _ = changes.send(CountChange {
+                                resource: resource.clone(),
+                                namespace: None,
                             });
                         }
                     }
@@ -147,6 +156,10 @@ impl ObjectCounter {
             .by_namespace
             .get(namespace)
             .map_or(0, HashSet::len)
+    }
+
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
     }
 
     /// Waits for the first complete list.

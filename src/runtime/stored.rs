@@ -8,8 +8,11 @@ use std::fmt::Debug;
 use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod, ReplicationController};
+use k8s_openapi::api::core::v1::{
+    Node, PersistentVolumeClaim, Pod, ReplicationController, ResourceQuota, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim};
 use kube::Resource;
 use serde::de::DeserializeOwned;
 
@@ -40,6 +43,11 @@ impl Stored for Node {}
 impl Stored for Lease {}
 impl Stored for StorageVersion {}
 impl Stored for PodDisruptionBudget {}
+impl Stored for ResourceQuota {}
+impl Stored for Service {}
+impl Stored for PersistentVolumeClaim {}
+impl Stored for ResourceClaim {}
+impl Stored for DeviceClass {}
 
 impl Stored for ReplicationController {
     fn shape(&mut self) {

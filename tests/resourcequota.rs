@@ -1,0 +1,324 @@
+//! resourcequota-controller against kube-testserver.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{DEADLINE, InProcess, eventually};
+use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube_testserver::{Fault, ResourceType, TestServer};
+use serde_json::{Value, json};
+
+const NS: &str = "default";
+
+fn seed_pod(server: &TestServer, name: &str, cpu: &str, memory: &str) {
+    server
+        .seed(json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name, "namespace": NS },
+            "spec": { "containers": [{ "name": "c", "image": "i", "resources": { "requests": { "cpu": cpu, "memory": memory } } }] },
+            "status": { "phase": "Running" } }))
+        .unwrap();
+}
+
+async fn create_quota(api: &Api<ResourceQuota>, name: &str, hard: Value) {
+    let quota: ResourceQuota =
+        serde_json::from_value(json!({ "metadata": { "name": name }, "spec": { "hard": hard } }))
+            .unwrap();
+    api.create(&PostParams::default(), &quota).await.unwrap();
+}
+
+/// status.used as exact strings.
+async fn used(api: &Api<ResourceQuota>, name: &str) -> BTreeMap<String, String> {
+    let quota = api.get(name).await.unwrap();
+    quota
+        .status
+        .and_then(|s| s.used)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, v.0))
+        .collect()
+}
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+async fn wait_used(api: &Api<ResourceQuota>, name: &str, want: BTreeMap<String, String>) {
+    let mut last = BTreeMap::new();
+    let found = tokio::time::timeout(DEADLINE, async {
+        loop {
+            last = used(api, name).await;
+            if last == want {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(found.is_ok(), "{name}: wanted {want:?}, last saw {last:?}");
+}
+
+fn kcm_quota_writes(server: &TestServer) -> usize {
+    server.count(|r| r.user_agent.contains("kcm/") && r.is("update", "resourcequotas", "status"))
+}
+
+#[tokio::test]
+async fn status_follows_pods_with_canonical_quantities() {
+    let server = TestServer::start().await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(server.client(), NS);
+    let pods: Api<Pod> = Api::namespaced(server.client(), NS);
+    seed_pod(&server, "a", "100m", "1Gi");
+    seed_pod(&server, "b", "900m", "512Mi");
+    let kcm = InProcess::start(&server, &["--controllers=resourcequota"]).await;
+    create_quota(&quotas, "q", json!({ "requests.cpu": "2", "requests.memory": "4Gi", "pods": "10", "count/pods": "10", "configmaps": "5" })).await;
+    wait_used(
+        &quotas,
+        "q",
+        map(&[
+            ("configmaps", "0"),
+            ("count/pods", "2"),
+            ("pods", "2"),
+            ("requests.cpu", "1"),
+            ("requests.memory", "1536Mi"),
+        ]),
+    )
+    .await;
+    let hard = quotas.get("q").await.unwrap().status.unwrap().hard.unwrap();
+    assert_eq!(hard["requests.cpu"].0, "2");
+
+    seed_pod(&server, "c", "500m", "128Mi");
+    wait_used(
+        &quotas,
+        "q",
+        map(&[
+            ("configmaps", "0"),
+            ("count/pods", "3"),
+            ("pods", "3"),
+            ("requests.cpu", "1500m"),
+            ("requests.memory", "1664Mi"),
+        ]),
+    )
+    .await;
+    // A finished pod keeps counting only in count/pods.
+    pods.patch_status(
+        "c",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": { "phase": "Succeeded" } })),
+    )
+    .await
+    .unwrap();
+    wait_used(
+        &quotas,
+        "q",
+        map(&[
+            ("configmaps", "0"),
+            ("count/pods", "3"),
+            ("pods", "2"),
+            ("requests.cpu", "1"),
+            ("requests.memory", "1536Mi"),
+        ]),
+    )
+    .await;
+    pods.delete("a", &DeleteParams::default()).await.unwrap();
+    wait_used(
+        &quotas,
+        "q",
+        map(&[
+            ("configmaps", "0"),
+            ("count/pods", "2"),
+            ("pods", "1"),
+            ("requests.cpu", "900m"),
+            ("requests.memory", "512Mi"),
+        ]),
+    )
+    .await;
+
+    // Nothing changes for the quota: nothing is written.
+    let writes = kcm_quota_writes(&server);
+    let reconciles = kcm
+        .metric("kcm_reconcile_total{controller=\"resourcequota-controller\",result=\"success\"}")
+        .await
+        .unwrap_or(0.0);
+    pods.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "metadata": { "labels": { "x": "y" } } })),
+    )
+    .await
+    .unwrap();
+    seed_pod(&server, "d", "0", "0");
+    pods.delete("d", &DeleteParams::default()).await.unwrap();
+    eventually("re-synced", DEADLINE, || async {
+        kcm.metric(
+            "kcm_reconcile_total{controller=\"resourcequota-controller\",result=\"success\"}",
+        )
+        .await
+        .unwrap_or(0.0)
+            > reconciles + 1.0
+    })
+    .await;
+    wait_used(
+        &quotas,
+        "q",
+        map(&[
+            ("configmaps", "0"),
+            ("count/pods", "2"),
+            ("pods", "1"),
+            ("requests.cpu", "900m"),
+            ("requests.memory", "512Mi"),
+        ]),
+    )
+    .await;
+    assert_eq!(
+        kcm_quota_writes(&server),
+        writes + 2,
+        "one write for d appearing, one for it going; none for the label"
+    );
+    kcm.stop().await;
+}
+
+#[tokio::test]
+async fn a_changed_limit_goes_through_the_priority_lane() {
+    let server = TestServer::start().await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(server.client(), NS);
+    let kcm = InProcess::start(&server, &["--controllers=resourcequota"]).await;
+    create_quota(&quotas, "q", json!({ "pods": "10" })).await;
+    wait_used(&quotas, "q", map(&[("pods", "0")])).await;
+    let before = kcm
+        .metric("workqueue_adds_total{name=\"resourcequota_priority\"}")
+        .await
+        .unwrap_or(0.0);
+    quotas
+        .patch(
+            "q",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "hard": { "pods": "20", "services": "3" } } })),
+        )
+        .await
+        .unwrap();
+    wait_used(&quotas, "q", map(&[("pods", "0"), ("services", "0")])).await;
+    assert_eq!(
+        quotas.get("q").await.unwrap().status.unwrap().hard.unwrap()["pods"].0,
+        "20"
+    );
+    assert!(
+        kcm.metric("workqueue_adds_total{name=\"resourcequota_priority\"}")
+            .await
+            .unwrap_or(0.0)
+            > before
+    );
+    kcm.stop().await;
+}
+
+fn widgets() -> ApiResource {
+    ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    }
+}
+
+async fn create_widget(server: &TestServer, name: &str) {
+    let api: Api<DynamicObject> = Api::namespaced_with(server.client(), NS, &widgets());
+    let obj: DynamicObject = serde_json::from_value(
+        json!({ "apiVersion": "example.com/v1", "kind": "Widget", "metadata": { "name": name } }),
+    )
+    .unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap();
+}
+
+#[tokio::test]
+async fn counts_a_type_registered_at_run_time_and_survives_its_failures() {
+    let server = TestServer::start().await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(server.client(), NS);
+    let kcm = InProcess::start(&server, &["--controllers=resourcequota"]).await;
+    // The type appears after kcm started.
+    server.store().register(ResourceType::custom(
+        "example.com",
+        "v1",
+        "widgets",
+        "Widget",
+    ));
+    create_widget(&server, "w1").await;
+    create_quota(
+        &quotas,
+        "q",
+        json!({ "count/widgets.example.com": "5", "pods": "3" }),
+    )
+    .await;
+    wait_used(
+        &quotas,
+        "q",
+        map(&[("count/widgets.example.com", "1"), ("pods", "0")]),
+    )
+    .await;
+    create_widget(&server, "w2").await;
+    wait_used(
+        &quotas,
+        "q",
+        map(&[("count/widgets.example.com", "2"), ("pods", "0")]),
+    )
+    .await;
+
+    // A second type whose list keeps failing: the quota's other names are still written,
+    // the count is left out, and the sync is retried until the list works.
+    server.store().register(ResourceType::custom(
+        "example.com",
+        "v1",
+        "gadgets",
+        "Gadget",
+    ));
+    server.inject(Fault::error(500).verb("list").resource("gadgets"));
+    create_quota(
+        &quotas,
+        "q2",
+        json!({ "count/gadgets.example.com": "5", "pods": "3" }),
+    )
+    .await;
+    wait_used(&quotas, "q2", map(&[("pods", "0")])).await;
+    eventually("the failing count is retried", DEADLINE, || async {
+        kcm.metric("workqueue_retries_total{name=\"resourcequota_priority\"}")
+            .await
+            .unwrap_or(0.0)
+            + kcm
+                .metric("workqueue_retries_total{name=\"resourcequota_primary\"}")
+                .await
+                .unwrap_or(0.0)
+            >= 1.0
+    })
+    .await;
+    server.faults().clear();
+    wait_used(
+        &quotas,
+        "q2",
+        map(&[("count/gadgets.example.com", "0"), ("pods", "0")]),
+    )
+    .await;
+    kcm.stop().await;
+}
+
+#[tokio::test]
+async fn a_conflicting_status_write_is_retried() {
+    let server = TestServer::start().await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(server.client(), NS);
+    server.inject(
+        Fault::error(409)
+            .verb("update")
+            .resource("resourcequotas")
+            .subresource("status")
+            .times(2),
+    );
+    let kcm = InProcess::start(&server, &["--controllers=resourcequota"]).await;
+    create_quota(&quotas, "q", json!({ "pods": "10" })).await;
+    wait_used(&quotas, "q", map(&[("pods", "0")])).await;
+    assert_eq!(
+        server.count(|r| r.is("update", "resourcequotas", "status") && r.code == 409),
+        2
+    );
+    kcm.stop().await;
+}
