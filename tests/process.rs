@@ -208,7 +208,10 @@ async fn selected_controllers_that_are_not_built_are_named_in_the_log() {
     let server = TestServer::start().await;
     let kcm = Kcm::start(
         server.kubeconfig_path(),
-        &["--controllers=ttl,resourceclaim", "--leader-elect=false"],
+        &[
+            "--controllers=ttl,resource-claim-controller",
+            "--leader-elect=false",
+        ],
     );
     eventually("the log names the unbuilt controller", DEADLINE, || async {
         kcm.log()
