@@ -1,6 +1,7 @@
 //! Plumbing shared by all controllers; controllers meet only here.
 
 pub mod backoff;
+pub mod badinput;
 pub mod client;
 pub mod clock;
 pub mod counter;

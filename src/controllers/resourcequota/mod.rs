@@ -27,14 +27,15 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use self::discovery::{Quotable, quotable, referenced_counts};
 use self::status::{candidates, hard_changed, needs_priority, next_status};
 use self::usage::{
-    ExtendedResourceCache, QuotaScope, ResourceList, SliceClaimLookup, add_lists, claim_matching,
-    claim_usage, mask_list, object_count_matching, object_count_names, parse_scope,
+    ExtendedResourceCache, QuotaScope, ResourceList, SliceClaimLookup, Usage, add_lists,
+    claim_matching, claim_usage, mask_list, object_count_matching, object_count_names, parse_scope,
     pod_counts_for_quota, pod_is_terminating, pod_matches_scope, pod_matching, pod_usage,
     pvc_matches_scope, pvc_matching, pvc_usage, quota_service_type, service_matching,
     service_usage, sum_usage, unscoped_matches,
 };
 use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
+use crate::runtime::badinput::BadInput;
 use crate::runtime::counter::{CountChange, ObjectCounter};
 use crate::runtime::informer::{Change, Informer, feed};
 use crate::runtime::quantity::{Format, Quantity};
@@ -120,6 +121,7 @@ struct Quota {
     rediscover: Arc<Notify>,
     count_changes: mpsc::UnboundedSender<CountChange>,
     writer: ApiWriter,
+    bad: Arc<BadInput>,
     ctx: Context,
     primary: WorkQueue<String>,
     priority: WorkQueue<String>,
@@ -197,18 +199,8 @@ impl Quota {
         scope: &QuotaScope,
         names: &[String],
         classes: &ExtendedResourceCache,
-    ) -> Result<ResourceList, String> {
+    ) -> Result<Usage, String> {
         let now = self.now();
-        let report = |problems: Vec<String>| {
-            for problem in problems {
-                self.ctx
-                    .metrics
-                    .skipped
-                    .with_label_values(&[CONTROLLER, "invalid-quantity"])
-                    .inc();
-                tracing::warn!(namespace = ns, problem, "value skipped in quota usage");
-            }
-        };
         let result = match evaluator {
             Evaluator::Pods => {
                 let pods = self.pods.in_namespace(ns);
@@ -236,7 +228,7 @@ impl Quota {
             }
             Evaluator::ResourceClaims => {
                 let Some((claims, _)) = &self.claims else {
-                    return Ok(ResourceList::new());
+                    return Ok(Usage::default());
                 };
                 let claims: Vec<ResourceClaim> = claims
                     .in_namespace(ns)
@@ -272,15 +264,17 @@ impl Quota {
                 } else {
                     0
                 };
-                let usage = names
+                let list = names
                     .iter()
                     .map(|n| (n.clone(), Quantity::from_integer(count, Format::DecimalSI)))
                     .collect();
-                return Ok(usage);
+                return Ok(Usage {
+                    list,
+                    problems: Vec::new(),
+                });
             }
         };
-        report(result.problems);
-        Ok(result.list)
+        Ok(result)
     }
 
     /// `CalculateUsage`: every evaluator's usage for the names it tracks; a failing evaluator's
@@ -292,12 +286,10 @@ impl Quota {
             spec.scopes.as_deref().unwrap_or_default(),
             spec.scope_selector.as_ref(),
         );
+        let (quota_key, version) = (key(quota), quota.resource_version().unwrap_or_default());
         for problem in scope.selector_problems() {
-            tracing::warn!(
-                quota = key(quota),
-                problem,
-                "quota scope cannot match anything"
-            );
+            self.bad
+                .report(&quota_key, &version, "invalid-scope-selector", &problem);
         }
         let classes = self.device_classes();
         let evaluators = self.evaluators();
@@ -314,7 +306,13 @@ impl Quota {
                 continue;
             }
             match self.usage(evaluator, &ns, &scope, &names, &classes) {
-                Ok(list) => total = add_lists(&total, &list).list,
+                Ok(usage) => {
+                    for problem in &usage.problems {
+                        self.bad
+                            .report(&quota_key, &version, "invalid-quantity", problem);
+                    }
+                    total = add_lists(&total, &usage.list).list;
+                }
                 Err(err) => {
                     errors.push(err);
                     remaining.retain(|n| !names.contains(n));
@@ -523,6 +521,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         rediscover: Arc::new(Notify::new()),
         count_changes: count_tx,
         writer: ctx.writer(CONTROLLER),
+        bad: Arc::new(BadInput::new(CONTROLLER, ctx.metrics.clone())),
         ctx: ctx.clone(),
         primary: WorkQueue::new(PRIMARY, &ctx.metrics.workqueue),
         priority: WorkQueue::new(PRIORITY, &ctx.metrics.workqueue),

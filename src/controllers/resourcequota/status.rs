@@ -6,12 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{ResourceQuota, ResourceQuotaStatus};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 
+use super::usage::ResourceList;
 use crate::runtime::quantity::Quantity;
 
 /// A resource list as the API carries it.
 pub type ApiList = BTreeMap<String, K8sQuantity>;
-/// Computed usage.
-pub type Usage = BTreeMap<String, Quantity>;
 
 /// Two quantities as `Quantity.Cmp` sees them; a value that does not parse is only equal to
 /// the same text (no status is ever wrong because of it, only possibly rewritten).
@@ -71,7 +70,7 @@ pub fn candidates(quota: &ResourceQuota, tracked: impl Fn(&str) -> bool) -> Vec<
 /// `syncResourceQuota` steps 1–8: the status to write, or `None` when nothing is dirty.
 /// `computed` holds the usage of every evaluator that succeeded (already limited to the
 /// names it was asked for); names of failed evaluators keep their previous value.
-pub fn next_status(quota: &ResourceQuota, computed: &Usage) -> Option<ResourceQuotaStatus> {
+pub fn next_status(quota: &ResourceQuota, computed: &ResourceList) -> Option<ResourceQuotaStatus> {
     let old = quota.status.clone().unwrap_or_default();
     let hard_limits = hard(quota).cloned().unwrap_or_default();
     let mut dirty = !lists_equal(Some(&hard_limits), old.hard.as_ref())
@@ -104,7 +103,7 @@ mod tests {
         .unwrap()
     }
 
-    fn usage(pairs: &[(&str, &str)]) -> Usage {
+    fn usage(pairs: &[(&str, &str)]) -> ResourceList {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.parse().unwrap()))

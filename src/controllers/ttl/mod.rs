@@ -18,6 +18,7 @@ use tokio::sync::oneshot;
 use self::boundaries::{Decision, TTL_ANNOTATION, TtlState, annotation_patch, decide};
 use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
+use crate::runtime::badinput::BadInput;
 use crate::runtime::informer::{Change, feed};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::writer::ApiWriter;
@@ -39,7 +40,7 @@ struct Ttl {
     api: Api<Node>,
     state: Arc<Mutex<TtlState>>,
     writer: ApiWriter,
-    ctx: Context,
+    bad: Arc<BadInput>,
 }
 
 impl Ttl {
@@ -85,15 +86,14 @@ impl Ttl {
             return Ok(());
         };
         if let Some(bad) = unparsable {
-            self.ctx
-                .metrics
-                .skipped
-                .with_label_values(&[CONTROLLER, "invalid-ttl-annotation"])
-                .inc();
-            tracing::warn!(
-                node = name,
-                value = bad,
-                "Could not convert the value with annotation key for the node; overwriting it"
+            let problem = format!(
+                "Could not convert the value {bad:?} with annotation key for the node; overwriting it"
+            );
+            self.bad.report(
+                &name,
+                &node.resource_version().unwrap_or_default(),
+                "invalid-ttl-annotation",
+                &problem,
             );
         }
         let patch = Patch::Strategic(annotation_patch(&value));
@@ -124,7 +124,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         api: Api::all(ctx.client.clone()),
         state: Arc::default(),
         writer: ctx.writer(CONTROLLER),
-        ctx: ctx.clone(),
+        bad: Arc::new(BadInput::new(CONTROLLER, ctx.metrics.clone())),
     };
     // Workers start once the handler has counted every node of the first list, so no node
     // is patched with a TTL for a cluster size that is still being counted.
