@@ -322,3 +322,69 @@ async fn a_conflicting_status_write_is_retried() {
     );
     kcm.stop().await;
 }
+
+#[tokio::test]
+async fn the_priority_lane_is_not_stuck_behind_a_primary_backlog() {
+    let server = TestServer::start().await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(server.client(), NS);
+    let kcm = InProcess::start(&server, &["--controllers=resourcequota"]).await;
+    create_quota(&quotas, "vip", json!({ "pods": "1" })).await;
+    wait_used(&quotas, "vip", map(&[("pods", "0")])).await;
+    // 60 quotas whose status writes each take 300 ms: the primary lane (5 workers) is busy
+    // for seconds once a pod change replenishes them all.
+    server.inject(
+        Fault::latency(std::time::Duration::from_millis(300))
+            .verb("update")
+            .resource("resourcequotas")
+            .name("bulk-*"),
+    );
+    for i in 0..60 {
+        let quota: ResourceQuota = serde_json::from_value(json!({ "metadata": { "name": format!("bulk-{i}") }, "spec": { "hard": { "pods": "1" } },
+            "status": { "hard": { "pods": "1" }, "used": { "pods": "0" } } }))
+        .unwrap();
+        quotas.create(&PostParams::default(), &quota).await.unwrap();
+    }
+    eventually("the bulk quotas synced", DEADLINE, || async {
+        let list = quotas.list(&Default::default()).await.unwrap();
+        list.items
+            .iter()
+            .all(|q| q.status.as_ref().and_then(|s| s.used.as_ref()).is_some())
+    })
+    .await;
+    seed_pod(&server, "p", "1m", "1Mi");
+    eventually("a primary backlog", DEADLINE, || async {
+        kcm.metric("workqueue_depth{name=\"resourcequota_primary\"}")
+            .await
+            .unwrap_or(0.0)
+            > 10.0
+    })
+    .await;
+    // The limit changes: the priority lane writes it while the backlog is still there.
+    quotas
+        .patch(
+            "vip",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "hard": { "pods": "5" } } })),
+        )
+        .await
+        .unwrap();
+    eventually("vip re-synced", DEADLINE, || async {
+        quotas
+            .get("vip")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.hard)
+            .is_some_and(|h| h["pods"].0 == "5")
+    })
+    .await;
+    let backlog = kcm
+        .metric("workqueue_depth{name=\"resourcequota_primary\"}")
+        .await
+        .unwrap_or(0.0);
+    assert!(
+        backlog > 0.0,
+        "the primary lane still had {backlog} quotas waiting"
+    );
+    kcm.stop().await;
+}
