@@ -4,7 +4,6 @@
 //! kcm's CPU time and peak memory. Prints numbers; asserts no timing.
 //! Run with `cargo bench --bench disruption`.
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -14,7 +13,7 @@ use kube_testserver::TestServer;
 use serde_json::json;
 
 mod common;
-use common::usage;
+use common::{percentile, spawn_kcm, usage};
 
 const NAMESPACES: usize = 100;
 const PDBS_PER_NS: usize = 10;
@@ -104,20 +103,7 @@ async fn main() {
     let pdbs: Api<PodDisruptionBudget> = Api::all(server.client());
 
     let started = Instant::now();
-    let mut kcm = Command::new(env!("CARGO_BIN_EXE_kcm"))
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig_path())
-        .args([
-            "--controllers=disruption",
-            "--leader-elect=false",
-            "--port=0",
-            "--kube-api-qps=1000",
-            "--kube-api-burst=1000",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("kcm: {e}"));
+    let mut kcm = spawn_kcm(server.kubeconfig_path(), "disruption", 1000);
     while synced(&pdbs).await < total {
         assert!(
             started.elapsed() < Duration::from_secs(600),
@@ -176,7 +162,7 @@ async fn main() {
         latencies.push(flip.elapsed());
     }
     latencies.sort();
-    let pct = |p: usize| latencies[(latencies.len() * p / 100).min(latencies.len() - 1)];
+    let pct = |p: usize| percentile(&latencies, p);
     let (cpu, peak) = usage(kcm.id());
     println!(
         "pod readiness flip → PDB status: {FLIPS} flips, p50 {:.1?}, p90 {:.1?}, p99 {:.1?}, max {:.1?}; kcm CPU for the flips {:.2}s, peak RSS {peak:.1} MiB",

@@ -4,7 +4,6 @@
 //! pod create to all quotas of its namespace counting it, and kcm's CPU and peak memory.
 //! Prints numbers; asserts no timing. Run with `cargo bench --bench resourcequota`.
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
@@ -18,7 +17,7 @@ use kube_testserver::TestServer;
 use serde_json::json;
 
 mod common;
-use common::usage;
+use common::{percentile, spawn_kcm, usage};
 
 const NAMESPACES: usize = 100;
 const QUOTAS_PER_NS: usize = 10;
@@ -118,20 +117,7 @@ async fn main() {
     }
     let all: Api<ResourceQuota> = Api::all(server.client());
     let started = Instant::now();
-    let mut kcm = Command::new(env!("CARGO_BIN_EXE_kcm"))
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig_path())
-        .args([
-            "--controllers=resourcequota",
-            "--leader-elect=false",
-            "--port=0",
-            "--kube-api-qps=1000",
-            "--kube-api-burst=1000",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("kcm: {e}"));
+    let mut kcm = spawn_kcm(server.kubeconfig_path(), "resourcequota", 1000);
     while pods_used(&all)
         .await
         .iter()
@@ -173,7 +159,7 @@ async fn main() {
         latencies.push(created.elapsed());
     }
     latencies.sort();
-    let pct = |p: usize| latencies[(latencies.len() * p / 100).min(latencies.len() - 1)];
+    let pct = |p: usize| percentile(&latencies, p);
     let (cpu, peak) = usage(kcm.id());
     println!(
         "pod create → all {QUOTAS_PER_NS} quotas of its namespace updated: {CREATES} creates, p50 {:.1?}, p90 {:.1?}, p99 {:.1?}, max {:.1?}; kcm CPU for the creates {:.2}s, peak RSS {peak:.1} MiB",

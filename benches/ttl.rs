@@ -4,7 +4,6 @@
 //! Run with `cargo bench --bench ttl`.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt, stream};
@@ -13,13 +12,13 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube_testserver::TestServer;
 
 mod common;
-use common::usage;
+use common::{spawn_kcm, usage};
 use serde_json::json;
 
 const NODES: usize = 5_000;
 /// Nodes left after the deletes: below 1 800, so the TTL steps down from 300 s to 60 s.
 const AFTER_DELETE: usize = 1_799;
-const QPS: &str = "500";
+const QPS: u32 = 500;
 
 async fn census(api: &Api<Node>) -> BTreeMap<String, usize> {
     let mut census = BTreeMap::new();
@@ -71,20 +70,7 @@ async fn main() {
         .await
         .unwrap_or_else(|e| panic!("create: {e}"));
 
-    let mut kcm = Command::new(env!("CARGO_BIN_EXE_kcm"))
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig_path())
-        .args([
-            "--controllers=ttl",
-            "--leader-elect=false",
-            "--port=0",
-            &format!("--kube-api-qps={QPS}"),
-            &format!("--kube-api-burst={QPS}"),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("kcm: {e}"));
+    let mut kcm = spawn_kcm(server.kubeconfig_path(), "ttl", QPS);
     let patches = || server.count(|r| r.is("patch", "nodes", ""));
 
     let cold = converge(&api, "300", NODES).await;

@@ -21,3 +21,27 @@ pub fn usage(pid: u32) -> (f64, f64) {
         .unwrap_or(0.0);
     (ticks / 100.0, hwm_kib / 1024.0)
 }
+
+/// The kcm binary running one controller against `kubeconfig`, without leader election or
+/// HTTP, with a client rate limit high enough not to be what is measured.
+pub fn spawn_kcm(kubeconfig: &std::path::Path, controller: &str, qps: u32) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_kcm"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg(format!("--controllers={controller}"))
+        .args(["--leader-elect=false", "--port=0"])
+        .arg(format!("--kube-api-qps={qps}"))
+        .arg(format!("--kube-api-burst={qps}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("kcm: {e}"))
+}
+
+/// The p-th percentile of sorted durations.
+pub fn percentile(sorted: &[std::time::Duration], p: usize) -> std::time::Duration {
+    sorted
+        .get((sorted.len() * p / 100).min(sorted.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or_default()
+}

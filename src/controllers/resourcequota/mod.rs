@@ -70,22 +70,17 @@ fn key(quota: &ResourceQuota) -> String {
     )
 }
 
-fn hard_names(quota: &ResourceQuota) -> Vec<String> {
-    quota
-        .spec
-        .as_ref()
-        .and_then(|s| s.hard.as_ref())
-        .map(|h| h.keys().cloned().collect())
+fn names_of(list: Option<&status::ApiList>) -> Vec<String> {
+    list.map(|h| h.keys().cloned().collect())
         .unwrap_or_default()
 }
 
+fn hard_names(quota: &ResourceQuota) -> Vec<String> {
+    names_of(quota.spec.as_ref().and_then(|s| s.hard.as_ref()))
+}
+
 fn status_hard_names(quota: &ResourceQuota) -> Vec<String> {
-    quota
-        .status
-        .as_ref()
-        .and_then(|s| s.hard.as_ref())
-        .map(|h| h.keys().cloned().collect())
-        .unwrap_or_default()
+    names_of(quota.status.as_ref().and_then(|s| s.hard.as_ref()))
 }
 
 /// One way of measuring usage, in upstream's registry order.
