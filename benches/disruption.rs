@@ -13,7 +13,7 @@ use kube_testserver::TestServer;
 use serde_json::json;
 
 mod common;
-use common::{percentile, spawn_kcm, usage};
+use common::{latency_summary, spawn_kcm, usage};
 
 const NAMESPACES: usize = 100;
 const PDBS_PER_NS: usize = 10;
@@ -161,15 +161,10 @@ async fn main() {
         }
         latencies.push(flip.elapsed());
     }
-    latencies.sort();
-    let pct = |p: usize| percentile(&latencies, p);
+    let summary = latency_summary(&mut latencies);
     let (cpu, peak) = usage(kcm.id());
     println!(
-        "pod readiness flip → PDB status: {FLIPS} flips, p50 {:.1?}, p90 {:.1?}, p99 {:.1?}, max {:.1?}; kcm CPU for the flips {:.2}s, peak RSS {peak:.1} MiB",
-        pct(50),
-        pct(90),
-        pct(99),
-        latencies[latencies.len() - 1],
+        "pod readiness flip → PDB status: {FLIPS} flips, {summary}; kcm CPU for the flips {:.2}s, peak RSS {peak:.1} MiB",
         cpu - cpu_cold
     );
     let writes = server.count(|r| {

@@ -17,7 +17,7 @@ use kube_testserver::TestServer;
 use serde_json::json;
 
 mod common;
-use common::{percentile, spawn_kcm, usage};
+use common::{latency_summary, spawn_kcm, usage};
 
 const NAMESPACES: usize = 100;
 const QUOTAS_PER_NS: usize = 10;
@@ -158,15 +158,10 @@ async fn main() {
         }
         latencies.push(created.elapsed());
     }
-    latencies.sort();
-    let pct = |p: usize| percentile(&latencies, p);
+    let summary = latency_summary(&mut latencies);
     let (cpu, peak) = usage(kcm.id());
     println!(
-        "pod create → all {QUOTAS_PER_NS} quotas of its namespace updated: {CREATES} creates, p50 {:.1?}, p90 {:.1?}, p99 {:.1?}, max {:.1?}; kcm CPU for the creates {:.2}s, peak RSS {peak:.1} MiB",
-        pct(50),
-        pct(90),
-        pct(99),
-        latencies[latencies.len() - 1],
+        "pod create → all {QUOTAS_PER_NS} quotas of its namespace updated: {CREATES} creates, {summary}; kcm CPU for the creates {:.2}s, peak RSS {peak:.1} MiB",
         cpu - cpu_cold
     );
     let writes = server

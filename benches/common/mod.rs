@@ -38,10 +38,20 @@ pub fn spawn_kcm(kubeconfig: &std::path::Path, controller: &str, qps: u32) -> st
         .unwrap_or_else(|e| panic!("kcm: {e}"))
 }
 
-/// The p-th percentile of sorted durations.
-pub fn percentile(sorted: &[std::time::Duration], p: usize) -> std::time::Duration {
-    sorted
-        .get((sorted.len() * p / 100).min(sorted.len().saturating_sub(1)))
-        .copied()
-        .unwrap_or_default()
+/// "p50 …, p90 …, p99 …, max …" of a set of latencies.
+pub fn latency_summary(latencies: &mut [std::time::Duration]) -> String {
+    latencies.sort();
+    let pct = |p: usize| {
+        latencies
+            .get((latencies.len() * p / 100).min(latencies.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    };
+    format!(
+        "p50 {:.1?}, p90 {:.1?}, p99 {:.1?}, max {:.1?}",
+        pct(50),
+        pct(90),
+        pct(99),
+        pct(100)
+    )
 }
