@@ -23,6 +23,7 @@ const CONTROLLERS: &[ControllerEntry] = &[
     crate::controllers::storageversiongc::ENTRY,
     crate::controllers::disruption::ENTRY,
     crate::controllers::resourcequota::ENTRY,
+    crate::controllers::resourceclaim::ENTRY,
 ];
 
 /// How long in-flight reconciles may take to finish after SIGTERM.

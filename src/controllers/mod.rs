@@ -2,6 +2,7 @@
 //! write path, events, queues and the shutdown signal. Controllers never call each other.
 
 pub mod disruption;
+pub mod resourceclaim;
 pub mod resourcequota;
 pub mod storageversiongc;
 pub mod ttl;

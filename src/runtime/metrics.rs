@@ -111,6 +111,15 @@ impl Metrics {
         })
     }
 
+    /// Registers a controller's own metric family (upstream's names, e.g.
+    /// `resourceclaim_controller_creates_total`).
+    pub fn register(
+        &self,
+        collector: Box<dyn prometheus::core::Collector>,
+    ) -> prometheus::Result<()> {
+        self.registry.register(collector)
+    }
+
     /// Runs one reconcile, counting it and timing it under `controller`.
     pub async fn observe<T, E>(
         &self,

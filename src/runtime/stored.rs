@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{
     Node, PersistentVolumeClaim, Pod, ReplicationController, ResourceQuota, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate};
 use kube::Resource;
 use serde::de::DeserializeOwned;
 
@@ -48,6 +48,7 @@ impl Stored for Service {}
 impl Stored for PersistentVolumeClaim {}
 impl Stored for ResourceClaim {}
 impl Stored for DeviceClass {}
+impl Stored for ResourceClaimTemplate {}
 
 impl Stored for ReplicationController {
     fn shape(&mut self) {

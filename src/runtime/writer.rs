@@ -271,3 +271,12 @@ impl ApiWriter {
         .map(|_| ())
     }
 }
+
+/// What client-go's `err.Error()` shows for a failed request: the API server's message, so
+/// events and logs read as upstream's.
+pub fn error_text(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,563 @@
+//! The resourceclaim controller's decisions, as upstream makes them: how a pod's claim entry
+//! resolves to a ResourceClaim name, which claims a template creates and under what name,
+//! when a pod needs work, which reservations are stale, when a claim is deallocated, its
+//! finalizer removed, or the claim deleted. No I/O: lookups are passed in.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Pod, PodResourceClaim};
+use k8s_openapi::api::resource::v1::{
+    ResourceClaim, ResourceClaimConsumerReference, ResourceClaimSpec, ResourceClaimStatus,
+    ResourceClaimTemplate,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::ResourceExt;
+use serde_json::{Value, json};
+
+/// Set on claims generated from a template; the value is the pod's `spec.resourceClaims[].name`.
+pub const POD_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";
+/// Set by the scheduler on the claims it generates for extended resources.
+pub const EXTENDED_RESOURCE_CLAIM_ANNOTATION: &str =
+    "resource.kubernetes.io/extended-resource-claim";
+/// Set by the scheduler when it allocates: the claim was allocated by a builtin controller and
+/// may be deallocated by this one.
+pub const DELETE_PROTECTION_FINALIZER: &str = "resource.kubernetes.io/delete-protection";
+/// API validation's limit on `status.reservedFor`.
+pub const RESERVED_FOR_MAX: usize = 256;
+/// Room for the API server's five random characters within a 63-character name.
+const MAX_BASE_LEN: usize = 57;
+
+/// Which features of the API the cluster has switched on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Features {
+    pub admin_access: bool,
+    pub prioritized_list: bool,
+}
+
+/// What a pod's claim entry names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolved<'a> {
+    /// This claim; `check_owner` when it was generated for the pod and must be owned by it.
+    Claim { name: &'a str, check_owner: bool },
+    /// The pod status records that no claim is needed.
+    NotNeeded,
+}
+
+/// Why a pod's claim entry names no claim (upstream's wording).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    #[error("pod \"{pod}\": ResourceClaim not created yet")]
+    NotCreatedYet { pod: String },
+    #[error("pod \"{pod}\", spec.resourceClaim \"{claim}\": none of the supported fields are set")]
+    Unsupported { pod: String, claim: String },
+}
+
+fn pod_key(pod: &Pod) -> String {
+    format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
+}
+
+/// The pod's claim entries (`spec.resourceClaims`).
+pub fn pod_claims(pod: &Pod) -> &[PodResourceClaim] {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.resource_claims.as_deref())
+        .unwrap_or_default()
+}
+
+/// `resourceclaim.Name`: a claim name is used as is; a template entry resolves through the
+/// pod's `status.resourceClaimStatuses`. With both set (which API validation forbids) the
+/// claim name wins, as upstream.
+pub fn resolve<'a>(
+    pod: &'a Pod,
+    pod_claim: &'a PodResourceClaim,
+) -> Result<Resolved<'a>, ResolveError> {
+    if let Some(name) = pod_claim.resource_claim_name.as_deref() {
+        return Ok(Resolved::Claim {
+            name,
+            check_owner: false,
+        });
+    }
+    if pod_claim.resource_claim_template_name.is_none() {
+        return Err(ResolveError::Unsupported {
+            pod: pod_key(pod),
+            claim: pod_claim.name.clone(),
+        });
+    }
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.as_deref())
+        .unwrap_or_default();
+    match statuses.iter().find(|s| s.name == pod_claim.name) {
+        Some(status) => Ok(match status.resource_claim_name.as_deref() {
+            Some(name) => Resolved::Claim {
+                name,
+                check_owner: true,
+            },
+            None => Resolved::NotNeeded,
+        }),
+        None => Err(ResolveError::NotCreatedYet { pod: pod_key(pod) }),
+    }
+}
+
+/// The claim names a pod refers to and that resolve, in spec order.
+pub fn resolved_names(pod: &Pod) -> Vec<&str> {
+    pod_claims(pod)
+        .iter()
+        .filter_map(|pc| match resolve(pod, pc) {
+            Ok(Resolved::Claim { name, .. }) => Some(name),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The templates a pod's claim entries use, in spec order.
+pub fn template_names(pod: &Pod) -> Vec<&str> {
+    pod_claims(pod)
+        .iter()
+        .filter_map(|pc| pc.resource_claim_template_name.as_deref())
+        .collect()
+}
+
+/// The claim the scheduler generated for the pod's extended resources, if any.
+pub fn extended_claim_name(pod: &Pod) -> Option<&str> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.extended_resource_claim_status.as_ref())
+        .map(|s| s.resource_claim_name.as_str())
+        .filter(|name| !name.is_empty())
+}
+
+/// Whether the controller looks at the pod at all.
+pub fn uses_claims(pod: &Pod) -> bool {
+    !pod_claims(pod).is_empty() || extended_claim_name(pod).is_some()
+}
+
+fn phase_is_terminal(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+fn node_name(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or_default()
+}
+
+/// `isPodDone`: the pod will never run (again).
+pub fn pod_is_done(pod: &Pod) -> bool {
+    phase_is_terminal(pod)
+        || (pod.metadata.deletion_timestamp.is_some() && node_name(pod).is_empty())
+}
+
+/// `podNeedsClaims`: false once the pod is gone, terminal, or deleted before being scheduled.
+pub fn pod_needs_claims(pod: &Pod, deleted: bool) -> bool {
+    !deleted && !pod_is_done(pod)
+}
+
+/// The claims to look at when a pod no longer needs them: every resolvable one, and the
+/// extended-resource claim.
+pub fn claims_to_release(pod: &Pod) -> Vec<&str> {
+    let mut names = resolved_names(pod);
+    names.extend(extended_claim_name(pod));
+    names
+}
+
+/// `resourceclaim.IsForPod`: the claim is in the pod's namespace and controlled by the pod.
+pub fn is_for_pod(pod: &Pod, claim: &ResourceClaim) -> Result<(), String> {
+    let controlled = claim
+        .owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && Some(&o.uid) == pod.metadata.uid.as_ref());
+    if claim.namespace() == pod.namespace() && controlled {
+        return Ok(());
+    }
+    Err(format!(
+        "ResourceClaim {}/{} was not created for pod {} (pod is not owner)",
+        claim.namespace().unwrap_or_default(),
+        claim.name_any(),
+        pod_key(pod)
+    ))
+}
+
+/// The claim's `status.reservedFor`.
+pub fn reserved_for(claim: &ResourceClaim) -> &[ResourceClaimConsumerReference] {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.reserved_for.as_deref())
+        .unwrap_or_default()
+}
+
+fn is_allocated(claim: &ResourceClaim) -> bool {
+    claim
+        .status
+        .as_ref()
+        .is_some_and(|s| s.allocation.is_some())
+}
+
+/// `resourceclaim.IsReservedForPod`.
+pub fn is_reserved_for_pod(pod: &Pod, claim: &ResourceClaim) -> bool {
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    reserved_for(claim).iter().any(|r| r.uid == uid)
+}
+
+/// An allocated claim the pod (already on a node) uses but is not reserved for.
+pub fn needs_reservation(pod: &Pod, claim: &ResourceClaim) -> bool {
+    is_allocated(claim) && !is_reserved_for_pod(pod, claim)
+}
+
+/// Whether claims are still created and reserved for the pod. Beyond upstream, a terminal
+/// pod is left alone too: upstream re-creates the claims of a finished pod that its own
+/// cleanup deleted, and re-reserves shared claims for it (kubernetes#141274).
+pub fn pod_may_get_claims(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none() && !phase_is_terminal(pod)
+}
+
+/// `podNeedsWork`: whether a changed pod must be synced. `claim` looks a claim up by name.
+pub fn pod_needs_work<C: AsRef<ResourceClaim>>(
+    pod: &Pod,
+    claim: impl Fn(&str) -> Option<C>,
+) -> bool {
+    if !pod_may_get_claims(pod) {
+        return false;
+    }
+    let scheduled = !node_name(pod).is_empty();
+    pod_claims(pod).iter().any(|pc| {
+        let (name, check_owner) = match resolve(pod, pc) {
+            Err(_) => return true,
+            Ok(Resolved::NotNeeded) => return false,
+            Ok(Resolved::Claim { name, check_owner }) => (name, check_owner),
+        };
+        let Some(found) = claim(name) else {
+            // A template's claim is (re)created; a named one is the user's to create.
+            return pc.resource_claim_template_name.is_some();
+        };
+        let found = found.as_ref();
+        if check_owner && is_for_pod(pod, found).is_err() {
+            // The user must remove the conflicting claim first.
+            return false;
+        }
+        scheduled && needs_reservation(pod, found)
+    })
+}
+
+/// Why claims recorded for the pod cannot be used: they exist but are not owned by the pod.
+/// Upstream then does nothing until the user removes them; this names them.
+pub fn foreign_claims<C: AsRef<ResourceClaim>>(
+    pod: &Pod,
+    claim: impl Fn(&str) -> Option<C>,
+) -> Vec<String> {
+    pod_claims(pod)
+        .iter()
+        .filter_map(|pc| match resolve(pod, pc) {
+            Ok(Resolved::Claim {
+                name,
+                check_owner: true,
+            }) => claim(name).and_then(|c| is_for_pod(pod, c.as_ref()).err()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Up to `len` bytes of `s`, never splitting a character (names are ASCII when valid).
+fn prefix(s: &str, len: usize) -> &str {
+    let mut end = len.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// The generateName of a claim made for `pod_claim` of `pod`: `<pod>-<claim>-`, or when that
+/// is longer than 57 both parts cut in proportion to their length, joined by one hyphen
+/// (upstream drops the trailing hyphen in that case).
+pub fn generate_name(pod: &str, pod_claim: &str) -> String {
+    let base = format!("{pod}-{pod_claim}-");
+    if base.len() <= MAX_BASE_LEN {
+        return base;
+    }
+    let total = base.len();
+    format!(
+        "{}-{}",
+        prefix(pod, pod.len() * MAX_BASE_LEN / total),
+        prefix(pod_claim, pod_claim.len() * MAX_BASE_LEN / total)
+    )
+}
+
+fn requests(
+    spec: Option<&ResourceClaimSpec>,
+) -> impl Iterator<Item = &k8s_openapi::api::resource::v1::DeviceRequest> {
+    spec.and_then(|s| s.devices.as_ref())
+        .and_then(|d| d.requests.as_deref())
+        .unwrap_or_default()
+        .iter()
+}
+
+/// Some request asks for admin access to its devices.
+pub fn needs_admin_access(spec: Option<&ResourceClaimSpec>) -> bool {
+    requests(spec).any(|r| {
+        r.exactly
+            .as_ref()
+            .is_some_and(|e| e.admin_access == Some(true))
+    })
+}
+
+/// Some request lists alternatives (`firstAvailable`).
+pub fn has_prioritized_list(spec: Option<&ResourceClaimSpec>) -> bool {
+    requests(spec).any(|r| r.first_available.as_ref().is_some_and(|f| !f.is_empty()))
+}
+
+fn template_meta(template: &ResourceClaimTemplate) -> Option<&ObjectMeta> {
+    template.spec.as_ref().and_then(|s| s.metadata.as_ref())
+}
+
+fn template_spec(template: &ResourceClaimTemplate) -> Option<&ResourceClaimSpec> {
+    template.spec.as_ref().and_then(|s| s.spec.as_ref())
+}
+
+/// The claim to create for `pod_claim` from `template`, or why it must not be created.
+pub fn claim_from_template(
+    pod: &Pod,
+    pod_claim: &PodResourceClaim,
+    template: &ResourceClaimTemplate,
+    features: Features,
+) -> Result<ResourceClaim, String> {
+    let spec = template_spec(template);
+    if !features.admin_access && needs_admin_access(spec) {
+        return Err("admin access is requested, but the feature is disabled".into());
+    }
+    if !features.prioritized_list && has_prioritized_list(spec) {
+        return Err(
+            "template includes a prioritized list of subrequests, but the feature is disabled"
+                .into(),
+        );
+    }
+    let meta = template_meta(template);
+    let mut annotations: BTreeMap<String, String> =
+        meta.and_then(|m| m.annotations.clone()).unwrap_or_default();
+    annotations.insert(POD_CLAIM_NAME_ANNOTATION.into(), pod_claim.name.clone());
+    let pod_name = pod.name_any();
+    Ok(ResourceClaim {
+        metadata: ObjectMeta {
+            generate_name: Some(generate_name(&pod_name, &pod_claim.name)),
+            namespace: pod.namespace(),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                name: pod_name,
+                uid: pod.metadata.uid.clone().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]),
+            annotations: Some(annotations),
+            labels: meta.and_then(|m| m.labels.clone()),
+            ..ObjectMeta::default()
+        },
+        spec: spec.cloned(),
+        status: None,
+    })
+}
+
+/// The UID of the pod that controls the claim (owner apiVersion `v1`, kind `Pod`).
+pub fn owner_pod_uid(claim: &ResourceClaim) -> Option<&str> {
+    owning_pod(claim).map(|(_, uid)| uid)
+}
+
+/// The name and UID of the pod that controls the claim.
+pub fn owning_pod(claim: &ResourceClaim) -> Option<(&str, &str)> {
+    claim
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true) && o.api_version == "v1" && o.kind == "Pod")
+        .map(|o| (o.name.as_str(), o.uid.as_str()))
+}
+
+/// `findPodResourceClaim`: a claim the pod owns that was generated for `pod_claim_name` but
+/// never recorded in the pod status (the controller failed in between). `owned` are the
+/// claims owned by the pod; the first by name is taken, so the choice is stable.
+pub fn find_orphan<'a, C: AsRef<ResourceClaim>>(
+    pod_claim_name: &str,
+    owned: &'a [C],
+) -> Option<&'a ResourceClaim> {
+    owned
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|c| {
+            c.annotations()
+                .get(POD_CLAIM_NAME_ANNOTATION)
+                .map(String::as_str)
+                == Some(pod_claim_name)
+        })
+        .min_by_key(|c| c.name_any())
+}
+
+/// The entries to apply to `status.resourceClaimStatuses` after this sync resolved `new`
+/// (pod claim name, claim name): those, plus what is already recorded for the pod's other
+/// template claims. Upstream applies only the new ones, which makes the API server drop the
+/// other entries this field manager owned; re-applying them keeps them.
+pub fn statuses_to_record(pod: &Pod, new: &[(String, String)]) -> Vec<(String, String)> {
+    let current = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.as_deref())
+        .unwrap_or_default();
+    pod_claims(pod)
+        .iter()
+        .filter(|pc| pc.resource_claim_template_name.is_some())
+        .filter_map(|pc| {
+            new.iter()
+                .find(|(name, _)| name == &pc.name)
+                .map(|(_, claim)| claim.clone())
+                .or_else(|| {
+                    current
+                        .iter()
+                        .find(|s| s.name == pc.name)
+                        .and_then(|s| s.resource_claim_name.clone())
+                })
+                .map(|claim| (pc.name.clone(), claim))
+        })
+        .collect()
+}
+
+/// The server-side apply body for `pods/status` that records `entries` (pod claim name,
+/// claim name).
+pub fn claim_statuses_apply(pod: &Pod, entries: &[(String, String)]) -> Value {
+    let statuses: Vec<Value> = entries
+        .iter()
+        .map(|(name, claim)| json!({"name": name, "resourceClaimName": claim}))
+        .collect();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod.name_any(), "namespace": pod.namespace()},
+        "status": {"resourceClaimStatuses": statuses},
+    })
+}
+
+/// The claim with the pod appended to `status.reservedFor`.
+pub fn reserved_for_pod(claim: &ResourceClaim, pod: &Pod) -> ResourceClaim {
+    let mut reserved = claim.clone();
+    let status = reserved.status.get_or_insert_with(Default::default);
+    status
+        .reserved_for
+        .get_or_insert_with(Vec::new)
+        .push(ResourceClaimConsumerReference {
+            api_group: None,
+            resource: "pods".into(),
+            name: pod.name_any(),
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+        });
+    reserved
+}
+
+/// A `reservedFor` entry that names a pod (core group, resource `pods`).
+pub fn is_pod_consumer(entry: &ResourceClaimConsumerReference) -> bool {
+    entry.api_group.as_deref().unwrap_or_default().is_empty() && entry.resource == "pods"
+}
+
+/// Whether a pod reservation stays, given the pod found under its name (in the store, or
+/// from the API server when the store did not have it): it goes when the pod is gone,
+/// replaced (another UID), or done.
+pub fn keep_pod_reservation(entry: &ResourceClaimConsumerReference, pod: Option<&Pod>) -> bool {
+    pod.is_some_and(|pod| pod.metadata.uid.as_deref() == Some(&entry.uid) && !pod_is_done(pod))
+}
+
+fn has_finalizer(claim: &ResourceClaim) -> bool {
+    claim
+        .finalizers()
+        .iter()
+        .any(|f| f == DELETE_PROTECTION_FINALIZER)
+}
+
+/// What to write once the reservations still valid (`remaining`) are known.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Release {
+    Nothing,
+    /// Stale reservations were dropped: write this status (UpdateStatus, so a concurrent
+    /// change conflicts), then remove the finalizer if the written claim is unallocated.
+    Status(ResourceClaimStatus),
+    /// Being deleted and unused: clear the allocation if still set (a status write), then
+    /// remove the finalizer.
+    Finalize {
+        clear_allocation: bool,
+    },
+}
+
+/// Upstream deallocates only on the used→unused transition, or when the claim is being
+/// deleted — and only claims carrying the builtin finalizer. An allocated claim that is
+/// already unreserved is left alone.
+pub fn release(claim: &ResourceClaim, remaining: Vec<ResourceClaimConsumerReference>) -> Release {
+    let finalizer = has_finalizer(claim);
+    if remaining.len() < reserved_for(claim).len() {
+        let mut status = claim.status.clone().unwrap_or_default();
+        if remaining.is_empty() && finalizer {
+            status.allocation = None;
+        }
+        status.reserved_for = Some(remaining);
+        return Release::Status(status);
+    }
+    if finalizer && claim.metadata.deletion_timestamp.is_some() && remaining.is_empty() {
+        return Release::Finalize {
+            clear_allocation: is_allocated(claim),
+        };
+    }
+    Release::Nothing
+}
+
+/// The claim without the builtin finalizer, if it is unallocated and still has it.
+pub fn finalizer_removed(claim: &ResourceClaim) -> Option<ResourceClaim> {
+    if !has_finalizer(claim) || is_allocated(claim) {
+        return None;
+    }
+    let mut updated = claim.clone();
+    if let Some(finalizers) = updated.metadata.finalizers.as_mut() {
+        finalizers.retain(|f| f != DELETE_PROTECTION_FINALIZER);
+    }
+    Some(updated)
+}
+
+/// Whether an unreserved claim generated for a pod is to be deleted: its owner (looked up by
+/// name, `owner`) was replaced or is done. An owner missing from the store is left to the
+/// garbage collector, and a claim already being deleted is not deleted again.
+pub fn delete_unused(claim: &ResourceClaim, owner: Option<&Pod>) -> bool {
+    if claim.metadata.deletion_timestamp.is_some() || !reserved_for(claim).is_empty() {
+        return false;
+    }
+    let (Some((_, uid)), Some(pod)) = (owning_pod(claim), owner) else {
+        return false;
+    };
+    pod.metadata.uid.as_deref() != Some(uid) || pod_is_done(pod)
+}
+
+/// The `resourceclaim_controller_resource_claims` labels of a claim: allocated,
+/// admin_access, source.
+pub fn gauge_labels(claim: &ResourceClaim) -> [&'static str; 3] {
+    let flag = |b: bool| if b { "true" } else { "false" };
+    let annotations = claim.annotations();
+    let source = if annotations
+        .get(EXTENDED_RESOURCE_CLAIM_ANNOTATION)
+        .is_some_and(|v| v == "true")
+    {
+        "extended_resource"
+    } else if annotations
+        .get(POD_CLAIM_NAME_ANNOTATION)
+        .is_some_and(|v| !v.is_empty())
+    {
+        "resource_claim_template"
+    } else {
+        ""
+    };
+    [
+        flag(is_allocated(claim)),
+        flag(needs_admin_access(claim.spec.as_ref())),
+        source,
+    ]
+}
+
+#[cfg(test)]
+#[path = "claims_tests.rs"]
+mod tests;
