@@ -8,7 +8,7 @@ use futures::future::join_all;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{Controller, Settings};
+use crate::cli::Settings;
 use crate::controllers::{Context, ControllerEntry};
 use crate::runtime::client::{ClientError, build_client, load_config};
 use crate::runtime::clock::{self, Clock};
@@ -44,15 +44,6 @@ pub enum AppError {
     Leader(String),
     #[error("controller {0} failed: {1}")]
     Controller(&'static str, String),
-}
-
-/// Controllers kcm does not implement yet, for the startup log and the README table.
-pub fn not_built(selected: &[Controller]) -> Vec<Controller> {
-    selected
-        .iter()
-        .copied()
-        .filter(|c| !CONTROLLERS.iter().any(|e| e.controller == *c))
-        .collect()
 }
 
 /// Resolves when SIGTERM or SIGINT arrives.
@@ -196,9 +187,6 @@ pub async fn run_with_client(
     };
     for (controller, gate) in &settings.skipped_for_gates {
         tracing::info!(controller = %controller, gate, "controller is disabled by feature gate");
-    }
-    for controller in not_built(&settings.enabled_controllers) {
-        tracing::warn!(controller = %controller, "controller is not built in this version of kcm; upstream's keeps running it");
     }
     let mut tasks = Vec::new();
     for entry in CONTROLLERS

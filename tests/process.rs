@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::{DEADLINE, FAST_LEASE, Kcm, eventually};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube_testserver::{Fault, TestServer};
 use serde_json::json;
@@ -204,29 +204,46 @@ async fn failed_writes_are_retried_on_client_go_backoff_curve() {
 }
 
 #[tokio::test]
-async fn selected_controllers_that_are_not_built_are_named_in_the_log() {
+async fn the_claim_controller_stands_aside_when_podgroup_claims_are_on() {
     let server = TestServer::start().await;
     let kcm = Kcm::start(
         server.kubeconfig_path(),
         &[
             "--controllers=ttl,resource-claim-controller",
+            "--feature-gates=DRAWorkloadResourceClaims=true",
             "--leader-elect=false",
         ],
     );
-    eventually("the log names the unbuilt controller", DEADLINE, || async {
-        kcm.log()
-            .contains("controller is not built in this version of kcm")
+    eventually(
+        "the log says why the claim controller is not running",
+        DEADLINE,
+        || async { kcm.log().contains("kcm does not implement PodGroup claims") },
+    )
+    .await;
+    // The other controllers run as usual.
+    eventually("ttl starts", DEADLINE, || async {
+        let log = kcm.log();
+        log.contains("starting controller") && log.contains("ttl-controller")
     })
     .await;
-    let log = kcm.log();
-    let line = log
-        .lines()
-        .find(|l| l.contains("not built"))
-        .unwrap_or_default();
-    assert!(line.contains("resourceclaim-controller"), "{line}");
-    assert!(
-        log.contains("starting controller") && log.contains("ttl-controller"),
-        "{log}"
+    // Nothing acts on pods' template claims.
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "p" },
+        "spec": { "containers": [{ "name": "c", "image": "i" }],
+                  "resourceClaims": [{ "name": "gpu", "resourceClaimTemplateName": "t" }] }
+    }))
+    .unwrap();
+    pods.create(&Default::default(), &pod).await.unwrap();
+    eventually("ttl has seen the cluster", DEADLINE, || async {
+        server.count(|r| r.user_agent.contains("kcm/") && r.is("watch", "nodes", "")) > 0
+    })
+    .await;
+    assert_eq!(
+        server.count(
+            |r| r.user_agent.contains("kcm/") && r.info.resource.starts_with("resourceclaim")
+        ),
+        0
     );
 }
 
