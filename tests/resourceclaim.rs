@@ -662,3 +662,43 @@ async fn a_full_reservation_list_is_reported_not_written() {
     assert_eq!(claim.status.unwrap().reserved_for.unwrap().len(), 256);
     kcm.stop().await;
 }
+
+#[tokio::test]
+async fn shadow_mode_creates_nothing_and_does_not_retry_forever() {
+    let server = TestServer::start().await;
+    create_template(&server, "gpu-template", false).await;
+    let kcm = InProcess::start(&server, &[CONTROLLERS, "--shadow"]).await;
+    // On a node: the sync goes on to reservations, where nothing is recorded to resolve.
+    create_pod(
+        &server,
+        "trainer",
+        &[("gpu", "gpu-template")],
+        Some("node-1"),
+    )
+    .await;
+    eventually("the would-be create is counted", DEADLINE, || async {
+        kcm.metric("kcm_shadow_diffs_total{controller=\"resourceclaim-controller\",resource=\"resourceclaims\"}")
+            .await
+            == Some(1.0)
+    })
+    .await;
+    eventually("the pod's sync succeeded", DEADLINE, || async {
+        kcm.metric(
+            "kcm_reconcile_total{controller=\"resourceclaim-controller\",result=\"success\"}",
+        )
+        .await
+        .is_some()
+    })
+    .await;
+    assert_eq!(
+        server.count(|r| r.user_agent.contains("kcm/") && r.is_write()),
+        0
+    );
+    assert_eq!(
+        kcm.metric("kcm_reconcile_total{controller=\"resourceclaim-controller\",result=\"error\"}")
+            .await,
+        None,
+        "the sync succeeded: nothing to record, nothing to retry"
+    );
+    kcm.stop().await;
+}

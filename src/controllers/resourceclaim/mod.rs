@@ -442,6 +442,8 @@ impl ResourceClaims {
         let namespace = pod.namespace().unwrap_or_default();
         for pod_claim in pod_claims(pod) {
             let (name, check_owner) = match resolve(pod, pod_claim) {
+                // Only under --shadow, where nothing was created or recorded.
+                Err(ResolveError::NotCreatedYet { .. }) => continue,
                 Err(err) => return Err(err.to_string()),
                 Ok(Resolved::NotNeeded) => continue,
                 Ok(Resolved::Claim { name, check_owner }) => (name, check_owner),
