@@ -18,7 +18,8 @@ use crate::runtime::leader::{LeaderElectionConfig, LeaderElector, default_identi
 use crate::runtime::metrics::Metrics;
 
 /// Every controller kcm has. Adding one is one line here.
-const CONTROLLERS: &[ControllerEntry] = &[
+/// Every controller kcm runs, with what it needs (API group, RBAC).
+pub const CONTROLLERS: &[ControllerEntry] = &[
     crate::controllers::ttl::ENTRY,
     crate::controllers::storageversiongc::ENTRY,
     crate::controllers::disruption::ENTRY,

@@ -19,6 +19,7 @@ use crate::runtime::events::EventRecorder;
 use crate::runtime::informer::Informers;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::queue::{QueueKey, WorkQueue, run_workers};
+use crate::runtime::rbac::Rule;
 use crate::runtime::writer::ApiWriter;
 
 /// What a controller runs with.
@@ -88,5 +89,11 @@ pub struct ControllerEntry {
     /// The API group/version it needs; the controller is skipped when the cluster does not
     /// serve it, instead of crash-looping.
     pub api: Option<(&'static str, &'static str)>,
+    /// Upstream's bootstrap RBAC role for the controller's service account
+    /// (`system:controller:<name>`): what its own API calls need.
+    pub rbac: &'static [Rule],
+    /// What its shared informers list and watch (upstream makes those reads under
+    /// kube-controller-manager's own identity, not the controller's role).
+    pub informs: &'static [Rule],
     pub run: fn(Context) -> BoxFuture<'static, Result<(), ControllerError>>,
 }

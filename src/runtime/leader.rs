@@ -11,6 +11,7 @@
 //! whole seconds); each acquisition attempt is cut after `renew_deadline`; and a lease
 //! duration below 1s is refused, since the Lease would store 0 seconds.
 
+use super::rbac::Rule;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +26,14 @@ use tokio::time::Instant;
 
 /// client-go's `JitterFactor` for acquisition retries.
 pub const JITTER_FACTOR: f64 = 1.2;
+/// What leader election needs in the lease's namespace (a Role there, not cluster-wide):
+/// creating the lease, and reading and renewing it by its default name, as upstream's
+/// `system::leader-locking-kube-controller-manager` role does for its own lease.
+pub const RBAC: &[Rule] = &[
+    Rule::new(&["coordination.k8s.io"], &["leases"], &["create"]),
+    Rule::new(&["coordination.k8s.io"], &["leases"], &["get", "update"]).named(&["kcm"]),
+];
+
 /// Where the lease lives, who we are and how the timing works.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaderElectionConfig {

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod mutation;
 pub mod quantity;
 pub mod queue;
+pub mod rbac;
 pub mod selector;
 pub mod stored;
 pub mod writer;

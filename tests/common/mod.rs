@@ -5,6 +5,9 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use kcm::runtime::rbac::{Request, allows};
+
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
 pub use kube_testserver::testing::eventually;
@@ -110,11 +113,71 @@ impl Drop for Kcm {
 }
 
 /// kcm's real code (`app::run_with_client`) in this process against `server`, stopped by
-/// `stop()`; serves HTTP on `port`.
+/// `stop()`; serves HTTP on `port`. The server refuses, as RBAC would, every kcm request
+/// that the RBAC table of the selected controllers does not allow, and `stop()` fails the
+/// test if there was any: the table is checked against the calls kcm really makes.
 pub struct InProcess {
     pub port: u16,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<Result<(), kcm::app::AppError>>>,
+    denied: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+/// What the deployment grants the selected controllers: their roles, their informers' reads,
+/// and the leader-election Role in the lease's namespace.
+fn granted(settings: &kcm::cli::Settings) -> (Vec<PolicyRule>, Vec<PolicyRule>, String) {
+    let cluster: Vec<PolicyRule> = kcm::app::CONTROLLERS
+        .iter()
+        .filter(|e| settings.enabled_controllers.contains(&e.controller))
+        .flat_map(|e| e.rbac.iter().chain(e.informs))
+        .map(|r| r.policy_rule())
+        .collect();
+    let (leader, namespace) = match &settings.leader_election {
+        Some(le) => (
+            kcm::runtime::leader::RBAC
+                .iter()
+                .map(|r| r.policy_rule())
+                .collect(),
+            le.resource_namespace.clone(),
+        ),
+        None => (Vec::new(), String::new()),
+    };
+    (cluster, leader, namespace)
+}
+
+fn authorizer(
+    settings: &kcm::cli::Settings,
+    denied: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) -> kube_testserver::Authorizer {
+    let (cluster, leader, lease_namespace) = granted(settings);
+    Box::new(move |info, user_agent| {
+        if !user_agent.contains("kcm/") {
+            return Ok(());
+        }
+        let request = Request {
+            verb: &info.verb,
+            group: &info.group,
+            resource: &info.resource,
+            subresource: &info.subresource,
+            name: &info.name,
+        };
+        if allows(&cluster, &request)
+            || (info.namespace == lease_namespace && allows(&leader, &request))
+        {
+            return Ok(());
+        }
+        let resource = if info.subresource.is_empty() {
+            info.resource.clone()
+        } else {
+            format!("{}/{}", info.resource, info.subresource)
+        };
+        let reason = format!(
+            "{resource} is forbidden: User \"system:serviceaccount:kube-system:kcm\" cannot {} resource \"{resource}\" in API group \"{}\" (namespace {:?}, name {:?})",
+            info.verb, info.group, info.namespace, info.name
+        );
+        denied.lock().unwrap().push(reason.clone());
+        Err(reason)
+    })
 }
 
 impl InProcess {
@@ -147,6 +210,8 @@ impl InProcess {
             .expect("kubeconfig");
         let client =
             kcm::runtime::client::build_client(config, 1000.0, 1000, "test").expect("client");
+        let denied = std::sync::Arc::default();
+        server.authorize(authorizer(&settings, std::sync::Arc::clone(&denied)));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(kcm::app::run_with_client(
             settings,
@@ -161,6 +226,7 @@ impl InProcess {
             port,
             stop: Some(tx),
             task: Some(task),
+            denied,
         }
     }
 
@@ -180,6 +246,12 @@ impl InProcess {
         if let Some(task) = self.task.take() {
             task.await.expect("kcm task").expect("kcm exits cleanly");
         }
+        let denied = self.denied.lock().unwrap().clone();
+        assert!(
+            denied.is_empty(),
+            "kcm made requests its RBAC does not allow:\n{}",
+            denied.join("\n")
+        );
     }
 }
 

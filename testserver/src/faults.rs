@@ -155,13 +155,34 @@ pub struct Verdict {
     pub error: Option<(u16, Option<u64>)>,
 }
 
+/// Decides whether a request (and its user agent) is allowed; `Err` carries the reason the
+/// 403 reports. Discovery requests are not asked: every authenticated client may make them.
+pub type Authorizer = Box<dyn Fn(&RequestInfo, &str) -> Result<(), String> + Send + Sync>;
+
 #[derive(Default)]
 pub struct Faults {
     rules: Mutex<Vec<Fault>>,
     log: Mutex<Vec<RequestRecord>>,
+    authorizer: Mutex<Option<Authorizer>>,
 }
 
 impl Faults {
+    /// Installs an authorizer: requests it refuses get 403 Forbidden, as RBAC would give.
+    pub fn authorize(&self, authorizer: Authorizer) {
+        *lock(&self.authorizer) = Some(authorizer);
+    }
+
+    /// The authorizer's verdict on a request; `Ok` without one.
+    pub fn access(&self, info: &RequestInfo, user_agent: &str) -> Result<(), String> {
+        if info.verb == "discovery" {
+            return Ok(());
+        }
+        match lock(&self.authorizer).as_ref() {
+            Some(authorize) => authorize(info, user_agent),
+            None => Ok(()),
+        }
+    }
+
     pub fn add(&self, fault: Fault) {
         lock(&self.rules).push(fault);
     }

@@ -200,13 +200,15 @@ async fn handle(
     if !verdict.latency.is_zero() {
         tokio::time::sleep(verdict.latency).await;
     }
-    let response = match verdict.error {
-        Some((code, retry_after)) => {
+    let access = shared.faults.access(&info, &user_agent);
+    let response = match (verdict.error, access) {
+        (Some((code, retry_after)), _) => {
             let mut err = ApiError::for_code(code, format!("injected fault: {code}"));
             err.retry_after = retry_after;
             error_response(&err)
         }
-        None => {
+        (None, Err(reason)) => error_response(&ApiError::forbidden(reason)),
+        (None, Ok(())) => {
             let ctx = RequestContext {
                 shared: &shared,
                 method: &method,

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 pub use error::ApiError;
-pub use faults::{Fault, Faults, RequestInfo, RequestRecord};
+pub use faults::{Authorizer, Fault, Faults, RequestInfo, RequestRecord};
 pub use resources::{ResourceType, ScalePaths, ScaleSelector};
 pub use store::{Store, get_path};
 
@@ -161,6 +161,11 @@ impl TestServer {
     /// Shorthand for `faults().add(fault)`.
     pub fn inject(&self, fault: Fault) {
         self.faults.add(fault);
+    }
+
+    /// Shorthand for `faults().authorize(authorizer)`.
+    pub fn authorize(&self, authorizer: Authorizer) {
+        self.faults.authorize(authorizer);
     }
 
     pub fn requests(&self) -> Vec<RequestRecord> {

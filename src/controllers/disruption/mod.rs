@@ -33,6 +33,7 @@ use crate::cli::Controller;
 use crate::runtime::events::EventRecorder;
 use crate::runtime::informer::{Change, Informer, feed};
 use crate::runtime::queue::{WorkQueue, run_workers};
+use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector;
 use crate::runtime::stored::Stored;
 use crate::runtime::writer::ApiWriter;
@@ -46,6 +47,22 @@ const STALE_POD_QUEUE: &str = "stale_pod_disruption";
 
 pub const ENTRY: ControllerEntry = ControllerEntry {
     controller: Controller::Disruption,
+    rbac: &[
+        Rule::new(&["extensions", "apps"], &["deployments"], READ_VERBS),
+        Rule::new(&["apps", "extensions"], &["replicasets"], READ_VERBS),
+        Rule::new(&[""], &["replicationcontrollers"], READ_VERBS),
+        Rule::new(&["policy"], &["poddisruptionbudgets"], READ_VERBS),
+        Rule::new(&["apps"], &["statefulsets"], READ_VERBS),
+        Rule::new(&["policy"], &["poddisruptionbudgets/status"], &["update"]),
+        Rule::new(&[""], &["pods/status"], &["patch", "update"]),
+        Rule::new(&["*"], &["*/scale"], &["get"]),
+        EVENTS,
+    ],
+    informs: &[
+        informs(&[""], &["pods", "replicationcontrollers"]),
+        informs(&["policy"], &["poddisruptionbudgets"]),
+        informs(&["apps"], &["replicasets", "deployments", "statefulsets"]),
+    ],
     api: Some(("policy", "v1")),
     run: |ctx| run(ctx).boxed(),
 };

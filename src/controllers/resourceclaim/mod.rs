@@ -54,6 +54,7 @@ use crate::runtime::index::Index;
 use crate::runtime::informer::{Change, Informer, feed};
 use crate::runtime::mutation::MutationCache;
 use crate::runtime::queue::WorkQueue;
+use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::stored::Stored;
 use crate::runtime::writer::{ApiWriter, error_text};
 
@@ -73,6 +74,29 @@ const MUTATION_TTL: Duration = Duration::from_secs(3600);
 
 pub const ENTRY: ControllerEntry = ControllerEntry {
     controller: Controller::ResourceClaim,
+    rbac: &[
+        Rule::new(&[""], &["pods"], READ_VERBS),
+        Rule::new(&[""], &["pods/finalizers"], &["update"]),
+        Rule::new(
+            &["resource.k8s.io"],
+            &["resourceclaims"],
+            &["get", "list", "watch", "create", "delete"],
+        ),
+        Rule::new(
+            &["resource.k8s.io"],
+            &["resourceclaims", "resourceclaims/status"],
+            &["update", "patch"],
+        ),
+        Rule::new(&[""], &["pods/status"], &["update", "patch"]),
+        EVENTS,
+    ],
+    informs: &[
+        informs(&[""], &["pods"]),
+        informs(
+            &["resource.k8s.io"],
+            &["resourceclaims", "resourceclaimtemplates"],
+        ),
+    ],
     api: Some(("resource.k8s.io", "v1")),
     run: |ctx| run(ctx).boxed(),
 };

@@ -40,6 +40,7 @@ use crate::runtime::counter::{CountChange, ObjectCounter};
 use crate::runtime::informer::{Change, Informer, feed};
 use crate::runtime::quantity::{Format, Quantity};
 use crate::runtime::queue::WorkQueue;
+use crate::runtime::rbac::{EVENTS, Rule, informs};
 use crate::runtime::stored::Stored;
 use crate::runtime::writer::ApiWriter;
 
@@ -58,6 +59,23 @@ const TYPED: &[&str] = &[
 
 pub const ENTRY: ControllerEntry = ControllerEntry {
     controller: Controller::ResourceQuota,
+    rbac: &[
+        Rule::new(&["*"], &["*"], &["list", "watch"]),
+        Rule::new(&[""], &["resourcequotas/status"], &["update"]),
+        EVENTS,
+    ],
+    informs: &[
+        informs(
+            &[""],
+            &[
+                "resourcequotas",
+                "pods",
+                "services",
+                "persistentvolumeclaims",
+            ],
+        ),
+        informs(&["resource.k8s.io"], &["resourceclaims", "deviceclasses"]),
+    ],
     api: None,
     run: |ctx| run(ctx).boxed(),
 };

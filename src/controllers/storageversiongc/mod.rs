@@ -23,6 +23,7 @@ use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
 use crate::runtime::informer::{Change, feed};
 use crate::runtime::queue::WorkQueue;
+use crate::runtime::rbac::{READ_VERBS, Rule, informs};
 use crate::runtime::writer::ApiWriter;
 
 const CONTROLLER: &str = "storageversion-garbage-collector-controller";
@@ -31,6 +32,23 @@ const STORAGE_VERSION_QUEUE: &str = "storage_version_garbage_collector_storageve
 
 pub const ENTRY: ControllerEntry = ControllerEntry {
     controller: Controller::StorageVersionGc,
+    rbac: &[
+        Rule::new(&["coordination.k8s.io"], &["leases"], READ_VERBS),
+        Rule::new(
+            &["internal.apiserver.k8s.io"],
+            &["storageversions"],
+            &["get", "list", "watch", "patch", "update", "delete"],
+        ),
+        Rule::new(
+            &["internal.apiserver.k8s.io"],
+            &["storageversions/status"],
+            &["get", "patch", "update"],
+        ),
+    ],
+    informs: &[
+        informs(&["coordination.k8s.io"], &["leases"]),
+        informs(&["internal.apiserver.k8s.io"], &["storageversions"]),
+    ],
     api: Some(("internal.apiserver.k8s.io", "v1alpha1")),
     run: |ctx| run(ctx).boxed(),
 };

@@ -21,6 +21,7 @@ use crate::cli::Controller;
 use crate::runtime::badinput::BadInput;
 use crate::runtime::informer::{Change, feed};
 use crate::runtime::queue::WorkQueue;
+use crate::runtime::rbac::{EVENTS, Rule, informs};
 use crate::runtime::writer::ApiWriter;
 
 const CONTROLLER: &str = "ttl-controller";
@@ -30,6 +31,11 @@ const WORKERS: usize = 5;
 
 pub const ENTRY: ControllerEntry = ControllerEntry {
     controller: Controller::Ttl,
+    rbac: &[
+        Rule::new(&[""], &["nodes"], &["update", "patch", "list", "watch"]),
+        EVENTS,
+    ],
+    informs: &[informs(&[""], &["nodes"])],
     api: None,
     run: |ctx| run(ctx).boxed(),
 };

@@ -1,0 +1,266 @@
+//! The RBAC each part of kcm needs, as one table in code: every controller's entry names its
+//! rules (upstream's bootstrap role for that controller's service account) and the reads its
+//! shared informers make; leader election has its own. The manifests in `deploy/` are
+//! checked against this table, and the integration tests refuse any request the manifests do
+//! not allow, so code, table and manifests cannot drift apart.
+
+use k8s_openapi::api::rbac::v1::PolicyRule;
+
+/// One RBAC rule: these verbs on these resources (`resource` or `resource/subresource`, `*`
+/// wildcards as RBAC has them) in these API groups, optionally only on these names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rule {
+    pub groups: &'static [&'static str],
+    pub resources: &'static [&'static str],
+    pub verbs: &'static [&'static str],
+    pub names: &'static [&'static str],
+}
+
+impl Rule {
+    pub const fn new(
+        groups: &'static [&'static str],
+        resources: &'static [&'static str],
+        verbs: &'static [&'static str],
+    ) -> Self {
+        Self {
+            groups,
+            resources,
+            verbs,
+            names: &[],
+        }
+    }
+
+    pub const fn named(self, names: &'static [&'static str]) -> Self {
+        Self { names, ..self }
+    }
+
+    pub fn policy_rule(&self) -> PolicyRule {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        PolicyRule {
+            api_groups: Some(strings(self.groups)),
+            resources: Some(strings(self.resources)),
+            verbs: strings(self.verbs),
+            resource_names: (!self.names.is_empty()).then(|| strings(self.names)),
+            non_resource_urls: None,
+        }
+    }
+}
+
+/// Upstream's `eventsRule()`: what every controller that records events is given.
+pub const EVENTS: Rule = Rule::new(
+    &["", "events.k8s.io"],
+    &["events"],
+    &["create", "update", "patch"],
+);
+
+/// The verbs that change nothing.
+pub const READ_VERBS: &[&str] = &["get", "list", "watch"];
+
+/// Shared-informer reads of these resources in this group: `list` and `watch`.
+pub const fn informs(groups: &'static [&'static str], resources: &'static [&'static str]) -> Rule {
+    Rule::new(groups, resources, &["list", "watch"])
+}
+
+/// One request, as the API server's authorizer sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request<'a> {
+    pub verb: &'a str,
+    pub group: &'a str,
+    pub resource: &'a str,
+    /// Empty for the resource itself.
+    pub subresource: &'a str,
+    /// Empty for collections (list, watch, create).
+    pub name: &'a str,
+}
+
+fn covers(patterns: &[String], value: &str) -> bool {
+    patterns.iter().any(|p| p == "*" || p == value)
+}
+
+/// RBAC's resource matching: `pods`, `pods/status`, `*`, `*/scale`, `pods/*`.
+fn covers_resource(patterns: &[String], resource: &str, subresource: &str) -> bool {
+    let full = if subresource.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}/{subresource}")
+    };
+    patterns.iter().any(|p| {
+        p == "*"
+            || *p == full
+            || (!subresource.is_empty()
+                && (p == &format!("*/{subresource}") || p == &format!("{resource}/*")))
+    })
+}
+
+/// Whether `rules` allow `request`, with the API server's RBAC semantics.
+pub fn allows(rules: &[PolicyRule], request: &Request) -> bool {
+    rules.iter().any(|rule| {
+        covers(&rule.verbs, request.verb)
+            && covers(
+                rule.api_groups.as_deref().unwrap_or_default(),
+                request.group,
+            )
+            && covers_resource(
+                rule.resources.as_deref().unwrap_or_default(),
+                request.resource,
+                request.subresource,
+            )
+            && rule
+                .resource_names
+                .as_deref()
+                .is_none_or(|names| names.is_empty() || names.iter().any(|n| n == request.name))
+    })
+}
+
+/// `rules` with only their read verbs (what `--shadow` needs), rules left without a verb
+/// dropped.
+pub fn read_only(rules: &[PolicyRule]) -> Vec<PolicyRule> {
+    rules
+        .iter()
+        .filter_map(|rule| {
+            let verbs: Vec<String> = rule
+                .verbs
+                .iter()
+                .filter(|v| READ_VERBS.contains(&v.as_str()))
+                .cloned()
+                .collect();
+            (!verbs.is_empty()).then(|| PolicyRule {
+                verbs,
+                ..rule.clone()
+            })
+        })
+        .collect()
+}
+
+/// Every (group, resource, verb, name) a set of rules grants, for comparing rule sets that
+/// are written differently but mean the same.
+pub fn grants(
+    rules: &[PolicyRule],
+) -> std::collections::BTreeSet<(String, String, String, String)> {
+    let mut grants = std::collections::BTreeSet::new();
+    for rule in rules {
+        let names = rule
+            .resource_names
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| vec![String::new()]);
+        for group in rule.api_groups.iter().flatten() {
+            for resource in rule.resources.iter().flatten() {
+                for verb in &rule.verbs {
+                    for name in &names {
+                        grants.insert((
+                            group.clone(),
+                            resource.clone(),
+                            verb.clone(),
+                            name.clone(),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    grants
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request<'a>(
+        verb: &'a str,
+        group: &'a str,
+        resource: &'a str,
+        sub: &'a str,
+        name: &'a str,
+    ) -> Request<'a> {
+        Request {
+            verb,
+            group,
+            resource,
+            subresource: sub,
+            name,
+        }
+    }
+
+    #[test]
+    fn verbs_groups_and_resources_must_all_match() {
+        let rules =
+            [Rule::new(&["policy"], &["poddisruptionbudgets/status"], &["update"]).policy_rule()];
+        assert!(allows(
+            &rules,
+            &request("update", "policy", "poddisruptionbudgets", "status", "x")
+        ));
+        assert!(!allows(
+            &rules,
+            &request("patch", "policy", "poddisruptionbudgets", "status", "x")
+        ));
+        assert!(!allows(
+            &rules,
+            &request("update", "policy", "poddisruptionbudgets", "", "x")
+        ));
+        assert!(!allows(
+            &rules,
+            &request("update", "", "poddisruptionbudgets", "status", "x")
+        ));
+    }
+
+    #[test]
+    fn wildcards_cover_groups_resources_and_subresources() {
+        let scale = [Rule::new(&["*"], &["*/scale"], &["get"]).policy_rule()];
+        assert!(allows(
+            &scale,
+            &request("get", "apps", "deployments", "scale", "web")
+        ));
+        assert!(!allows(
+            &scale,
+            &request("get", "apps", "deployments", "", "web")
+        ));
+        let everything = [Rule::new(&["*"], &["*"], &["list", "watch"]).policy_rule()];
+        assert!(allows(
+            &everything,
+            &request("watch", "example.com", "widgets", "", "")
+        ));
+        assert!(allows(
+            &everything,
+            &request("list", "", "pods", "status", "")
+        ));
+        assert!(!allows(&everything, &request("get", "", "pods", "", "p")));
+    }
+
+    #[test]
+    fn resource_names_limit_named_requests_only() {
+        let rules = [
+            Rule::new(&["coordination.k8s.io"], &["leases"], &["get", "update"])
+                .named(&["kcm"])
+                .policy_rule(),
+        ];
+        assert!(allows(
+            &rules,
+            &request("update", "coordination.k8s.io", "leases", "", "kcm")
+        ));
+        assert!(!allows(
+            &rules,
+            &request("update", "coordination.k8s.io", "leases", "", "other")
+        ));
+        assert!(!allows(
+            &rules,
+            &request("create", "coordination.k8s.io", "leases", "", "")
+        ));
+    }
+
+    #[test]
+    fn read_only_keeps_reads_and_grants_compare_by_meaning() {
+        let rules = [
+            Rule::new(&[""], &["pods"], &["get", "list", "watch"]).policy_rule(),
+            Rule::new(&[""], &["pods/status"], &["update", "patch"]).policy_rule(),
+        ];
+        let reads = read_only(&rules);
+        assert_eq!(reads.len(), 1);
+        let split = [
+            Rule::new(&[""], &["pods"], &["watch", "get"]).policy_rule(),
+            Rule::new(&[""], &["pods"], &["list"]).policy_rule(),
+        ];
+        assert_eq!(grants(&reads), grants(&split));
+        assert_ne!(grants(&rules), grants(&split));
+    }
+}
