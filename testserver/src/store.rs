@@ -253,6 +253,19 @@ fn spec_part(obj: &Value) -> Value {
 }
 
 /// A DNS-1123 subdomain, which the real server requires of most names.
+/// RBAC objects only need a valid path segment (`system:controller:x` is fine), as upstream's
+/// `ValidateRBACName`; everything else here is a DNS subdomain.
+fn valid_name_for(rt: &ResourceType, name: &str) -> bool {
+    if rt.group == "rbac.authorization.k8s.io" {
+        return !name.is_empty()
+            && name != "."
+            && name != ".."
+            && !name.contains('/')
+            && !name.contains('%');
+    }
+    valid_name(name)
+}
+
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_NAME_LEN
@@ -909,7 +922,7 @@ impl State {
                 ));
             }
         };
-        if !valid_name(&name) {
+        if !valid_name_for(rt, &name) {
             return Err(ApiError::invalid(
                 rt,
                 &name,

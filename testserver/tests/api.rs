@@ -1010,3 +1010,53 @@ async fn watch_ends_at_its_timeout() {
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn rbac_names_may_contain_colons_other_names_may_not() {
+    let server = TestServer::start().await;
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(server.client());
+    let role =
+        serde_json::from_value(json!({ "metadata": { "name": "system:controller:x" } })).unwrap();
+    roles.create(&PostParams::default(), &role).await.unwrap();
+    let bad = serde_json::from_value(json!({ "metadata": { "name": "a/b" } })).unwrap();
+    assert_eq!(
+        code(
+            roles
+                .create(&PostParams::default(), &bad)
+                .await
+                .unwrap_err()
+        ),
+        422
+    );
+    let maps: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let err = maps
+        .create(&PostParams::default(), &cm("a:b", json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(code(err), 422);
+}
+
+#[tokio::test]
+async fn an_authorizer_refuses_with_403_and_leaves_discovery_alone() {
+    let server = TestServer::start().await;
+    server.authorize(Box::new(|info, _user_agent| {
+        if info.resource == "secrets" {
+            Err(format!(
+                "secrets is forbidden: cannot {} secrets",
+                info.verb
+            ))
+        } else {
+            Ok(())
+        }
+    }));
+    let secrets: Api<Secret> = Api::default_namespaced(server.client());
+    let status = api_error(secrets.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"));
+    assert_eq!(status.message, "secrets is forbidden: cannot list secrets");
+    let maps: Api<ConfigMap> = Api::default_namespaced(server.client());
+    maps.list(&ListParams::default()).await.unwrap();
+    kube::discovery::Discovery::new(server.client())
+        .run()
+        .await
+        .unwrap();
+}

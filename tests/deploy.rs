@@ -1,0 +1,401 @@
+//! deploy/: every manifest parses into its k8s-openapi type with nothing left over, the RBAC
+//! equals the table in the code (which the integration harness enforces on every request kcm
+//! makes), the whole directory applies to kube-testserver, and the Deployment's arguments are
+//! accepted by kcm's own flag parser. With kubectl installed, `kubectl kustomize` builds both
+//! variants and `kubectl apply --dry-run=client -k deploy/` passes.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use kcm::app::CONTROLLERS;
+use kcm::runtime::rbac::{grants, read_only};
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::GroupVersionKind;
+use kube_testserver::{ResourceType, TestServer};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+const NAMESPACE: &str = "kube-system";
+const SERVICE_ACCOUNT: &str = "kcm";
+
+fn deploy_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
+}
+
+/// Every YAML file below deploy/, sorted.
+fn manifest_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "yaml") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&deploy_dir(), &mut files);
+    files.sort();
+    files
+}
+
+fn documents(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|doc| {
+            Value::deserialize(doc).unwrap_or_else(|e| panic!("{}: not YAML: {e}", path.display()))
+        })
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// The Kubernetes objects in deploy/ (kustomizations left out), with the file each is in.
+fn objects() -> Vec<(PathBuf, Value)> {
+    manifest_files()
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n != "kustomization.yaml"))
+        .flat_map(|p| documents(&p).into_iter().map(move |d| (p.clone(), d)))
+        .collect()
+}
+
+/// Parses `value` as `T` and checks nothing was dropped: a field k8s-openapi does not know
+/// (a typo, a wrong indentation) would be lost in the round trip.
+fn strict<T: DeserializeOwned + Serialize>(value: &Value, what: &str) -> T {
+    let typed: T = serde_json::from_value(value.clone())
+        .unwrap_or_else(|e| panic!("{what}: does not parse: {e}"));
+    let back = serde_json::to_value(&typed).unwrap();
+    assert_eq!(&back, value, "{what}: unknown or misplaced fields");
+    typed
+}
+
+fn named<'a>(objects: &'a [(PathBuf, Value)], kind: &str, name: &str) -> Vec<&'a (PathBuf, Value)> {
+    objects
+        .iter()
+        .filter(|(_, v)| v["kind"] == kind && v["metadata"]["name"] == name)
+        .collect()
+}
+
+fn one<T: DeserializeOwned + Serialize>(objects: &[(PathBuf, Value)], kind: &str, name: &str) -> T {
+    let found = named(objects, kind, name);
+    assert_eq!(found.len(), 1, "exactly one {kind} {name} in deploy/");
+    strict(&found[0].1, &format!("{kind} {name}"))
+}
+
+fn table_rules(rules: &[kcm::runtime::rbac::Rule]) -> Vec<PolicyRule> {
+    rules.iter().map(|r| r.policy_rule()).collect()
+}
+
+#[test]
+fn every_manifest_parses_into_its_type_with_nothing_left_over() {
+    let objects = objects();
+    assert!(!objects.is_empty());
+    let mut kinds = BTreeMap::<String, usize>::new();
+    for (path, value) in &objects {
+        let kind = value["kind"].as_str().unwrap_or_default().to_string();
+        let what = format!("{} {kind} {}", path.display(), value["metadata"]["name"]);
+        match kind.as_str() {
+            "ServiceAccount" => drop(strict::<ServiceAccount>(value, &what)),
+            "ClusterRole" => drop(strict::<ClusterRole>(value, &what)),
+            "ClusterRoleBinding" => drop(strict::<ClusterRoleBinding>(value, &what)),
+            "Role" => drop(strict::<Role>(value, &what)),
+            "RoleBinding" => drop(strict::<RoleBinding>(value, &what)),
+            "Deployment" => drop(strict::<Deployment>(value, &what)),
+            "Service" => drop(strict::<Service>(value, &what)),
+            "PodDisruptionBudget" => drop(strict::<PodDisruptionBudget>(value, &what)),
+            "ServiceMonitor" => {
+                assert_eq!(value["apiVersion"], "monitoring.coreos.com/v1", "{what}");
+            }
+            other => panic!("{what}: unexpected kind {other}"),
+        }
+        if value["kind"] != "ClusterRole" && value["kind"] != "ClusterRoleBinding" {
+            assert_eq!(value["metadata"]["namespace"], NAMESPACE, "{what}");
+        }
+        *kinds.entry(kind).or_default() += 1;
+    }
+    // Five controllers and the shared informers, plus the shadow variant's read-only role.
+    assert_eq!(kinds["ClusterRole"], CONTROLLERS.len() + 2, "{kinds:?}");
+    assert_eq!(kinds["ClusterRoleBinding"], kinds["ClusterRole"]);
+}
+
+#[test]
+fn controller_roles_equal_the_rbac_table() {
+    let objects = objects();
+    let mut informs = Vec::new();
+    let mut every_rule = Vec::new();
+    for entry in CONTROLLERS {
+        let name = format!("kcm:{}", entry.controller);
+        let role: ClusterRole = one(&objects, "ClusterRole", &name);
+        let table = table_rules(entry.rbac);
+        assert_eq!(
+            grants(role.rules.as_deref().unwrap_or_default()),
+            grants(&table),
+            "{name} differs from the controller's RBAC table"
+        );
+        informs.extend(table_rules(entry.informs));
+        every_rule.extend(table);
+    }
+    let shared: ClusterRole = one(&objects, "ClusterRole", "kcm:shared-informers");
+    assert_eq!(
+        grants(shared.rules.as_deref().unwrap_or_default()),
+        grants(&informs),
+        "kcm:shared-informers differs from the informers' reads in the table"
+    );
+
+    let leader: Role = one(&objects, "Role", "kcm:leader-election");
+    assert_eq!(
+        grants(leader.rules.as_deref().unwrap_or_default()),
+        grants(&table_rules(kcm::runtime::leader::RBAC))
+    );
+
+    let shadow: ClusterRole = one(&objects, "ClusterRole", "kcm:shadow-read-only");
+    let mut reads = read_only(&every_rule);
+    reads.extend(informs);
+    let shadow_grants = grants(shadow.rules.as_deref().unwrap_or_default());
+    assert_eq!(
+        shadow_grants,
+        grants(&reads),
+        "the shadow role is the table's reads"
+    );
+    assert!(
+        shadow_grants
+            .iter()
+            .all(|(_, _, verb, _)| ["get", "list", "watch"].contains(&verb.as_str())),
+        "the shadow role only reads"
+    );
+}
+
+#[test]
+fn every_role_is_bound_to_kcms_service_account() {
+    let objects = objects();
+    let subject_is_kcm = |value: &Value| {
+        value["subjects"]
+            == serde_json::json!([{ "kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE }])
+    };
+    for (_, value) in objects
+        .iter()
+        .filter(|(_, v)| v["kind"] == "ClusterRole" || v["kind"] == "Role")
+    {
+        let name = value["metadata"]["name"].as_str().unwrap();
+        let binding_kind = format!("{}Binding", value["kind"].as_str().unwrap());
+        let bindings = named(&objects, &binding_kind, name);
+        assert_eq!(bindings.len(), 1, "{binding_kind} {name}");
+        let binding = &bindings[0].1;
+        assert_eq!(binding["roleRef"]["name"], name);
+        assert_eq!(binding["roleRef"]["kind"], value["kind"]);
+        assert!(subject_is_kcm(binding), "{name}: {}", binding["subjects"]);
+    }
+    let _: ServiceAccount = one(&objects, "ServiceAccount", SERVICE_ACCOUNT);
+}
+
+#[test]
+fn the_deployment_runs_kcm_hardened_with_flags_kcm_accepts() {
+    let objects = objects();
+    let deployment: Deployment = one(&objects, "Deployment", "kcm");
+    let spec = deployment.spec;
+    assert_eq!(spec.replicas, Some(2));
+    let pod = spec.template.spec.unwrap();
+    assert_eq!(pod.service_account_name.as_deref(), Some(SERVICE_ACCOUNT));
+    assert_eq!(
+        pod.priority_class_name.as_deref(),
+        Some("system-cluster-critical")
+    );
+    let pod_security = pod.security_context.unwrap();
+    assert_eq!(pod_security.run_as_non_root, Some(true));
+    assert_eq!(
+        pod_security.seccomp_profile.unwrap().type_,
+        "RuntimeDefault"
+    );
+    assert_eq!(pod.containers.len(), 1);
+    let container = &pod.containers[0];
+    let security = container.security_context.clone().unwrap();
+    assert_eq!(security.allow_privilege_escalation, Some(false));
+    assert_eq!(security.read_only_root_filesystem, Some(true));
+    assert_eq!(
+        security.capabilities.unwrap().drop,
+        Some(vec!["ALL".to_string()])
+    );
+    let resources = container.resources.clone().unwrap();
+    assert!(resources.requests.unwrap().contains_key("memory"));
+    assert!(resources.limits.unwrap().contains_key("memory"));
+
+    // The arguments are kcm's: parsed and validated by the binary's own parser.
+    let args = container.args.clone().unwrap_or_default();
+    let settings = <kcm::cli::Options as clap::Parser>::try_parse_from(
+        std::iter::once("kcm".to_string()).chain(args.iter().cloned()),
+    )
+    .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    .validate()
+    .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let lease = settings.leader_election.expect("leader-elected");
+    assert_eq!(lease.resource_namespace, NAMESPACE);
+    let leader: Role = one(&objects, "Role", "kcm:leader-election");
+    assert!(
+        leader.rules.unwrap().iter().any(|r| r
+            .resource_names
+            .as_ref()
+            .is_some_and(|n| n.contains(&lease.resource_name))),
+        "the Role names the lease kcm uses"
+    );
+    let port = settings.http_listener.expect("metrics served").port();
+    let ports = container.ports.clone().unwrap();
+    assert_eq!(ports[0].container_port, i32::from(port));
+    let metrics_port = ports[0].name.clone().unwrap();
+    let probe_path = |probe: Option<k8s_openapi::api::core::v1::Probe>| {
+        let http = probe.and_then(|p| p.http_get).unwrap();
+        assert_eq!(
+            serde_json::to_value(&http.port).unwrap(),
+            Value::String(metrics_port.clone())
+        );
+        http.path.unwrap()
+    };
+    assert_eq!(probe_path(container.liveness_probe.clone()), "/livez");
+    assert_eq!(probe_path(container.readiness_probe.clone()), "/readyz");
+
+    // The Service, the ServiceMonitor and the PDB select these pods.
+    let labels = spec.template.metadata.unwrap().labels.unwrap();
+    let service: Service = one(&objects, "Service", "kcm");
+    let service_spec = service.spec.unwrap();
+    assert_eq!(service_spec.selector.as_ref(), Some(&labels));
+    let service_port = &service_spec.ports.unwrap()[0];
+    assert_eq!(
+        serde_json::to_value(&service_port.target_port).unwrap(),
+        Value::String(metrics_port.clone())
+    );
+    let monitor = &named(&objects, "ServiceMonitor", "kcm")[0].1;
+    assert_eq!(
+        monitor["spec"]["endpoints"][0]["port"].as_str(),
+        service_port.name.as_deref()
+    );
+    let service_labels = serde_json::to_value(service.metadata.labels.unwrap()).unwrap();
+    assert_eq!(monitor["spec"]["selector"]["matchLabels"], service_labels);
+    let pdb: PodDisruptionBudget = one(&objects, "PodDisruptionBudget", "kcm");
+    assert_eq!(
+        pdb.spec.unwrap().selector.unwrap().match_labels.as_ref(),
+        Some(&labels)
+    );
+}
+
+#[tokio::test]
+async fn the_whole_deploy_directory_applies_to_an_api_server() {
+    let server = TestServer::start().await;
+    server.store().register(ResourceType::custom(
+        "monitoring.coreos.com",
+        "v1",
+        "servicemonitors",
+        "ServiceMonitor",
+    ));
+    let client = server.client();
+    let mut created = BTreeSet::new();
+    for (path, value) in objects() {
+        let gvk = GroupVersionKind::try_from(&kube::core::TypeMeta {
+            api_version: value["apiVersion"].as_str().unwrap().into(),
+            kind: value["kind"].as_str().unwrap().into(),
+        })
+        .unwrap();
+        let (resource, caps) = kube::discovery::pinned_kind(&client, &gvk)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {gvk:?} not served: {e}", path.display()));
+        let api: Api<DynamicObject> = match caps.scope {
+            kube::discovery::Scope::Namespaced => Api::namespaced_with(
+                client.clone(),
+                value["metadata"]["namespace"].as_str().unwrap(),
+                &resource,
+            ),
+            kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &resource),
+        };
+        let object: DynamicObject = serde_json::from_value(value.clone()).unwrap();
+        api.create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        created.insert(format!("{}/{}", gvk.kind, value["metadata"]["name"]));
+    }
+    let deployments: Api<Deployment> = Api::namespaced(client, NAMESPACE);
+    let live = deployments.get("kcm").await.unwrap();
+    assert_eq!(live.spec.replicas, Some(2));
+    assert!(created.len() > 10, "{created:?}");
+}
+
+/// kubectl's own kustomize and client-side validation; skipped without kubectl.
+#[tokio::test]
+async fn kubectl_builds_and_dry_runs_both_variants() {
+    if std::process::Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_err()
+    {
+        eprintln!("kubectl not installed: skipped");
+        return;
+    }
+    let server = TestServer::start().await;
+    for variant in ["deploy", "deploy/shadow"] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(variant);
+        let built = std::process::Command::new("kubectl")
+            .arg("kustomize")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            built.status.success(),
+            "kubectl kustomize {variant}: {}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let text = String::from_utf8(built.stdout).unwrap();
+        let deployment = serde_yaml_ng::Deserializer::from_str(&text)
+            .map(|doc| Value::deserialize(doc).unwrap())
+            .find(|v| v["kind"] == "Deployment")
+            .unwrap();
+        let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+        let args: Vec<String> = serde_json::from_value(args).unwrap();
+        let settings = <kcm::cli::Options as clap::Parser>::try_parse_from(
+            std::iter::once("kcm".to_string()).chain(args),
+        )
+        .unwrap()
+        .validate()
+        .unwrap();
+        assert_eq!(settings.shadow, variant.ends_with("shadow"), "{variant}");
+
+        let kubeconfig = server.kubeconfig_path().to_path_buf();
+        let applied = tokio::task::spawn_blocking(move || {
+            std::process::Command::new("kubectl")
+                .args(["apply", "--dry-run=client", "-k"])
+                .arg(&dir)
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(
+            applied.status.success(),
+            "kubectl apply --dry-run=client -k {variant}: {}",
+            String::from_utf8_lossy(&applied.stderr)
+        );
+    }
+}
+
+#[test]
+fn the_image_is_built_in_stages_and_runs_only_the_binary_as_non_root() {
+    let dockerfile =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Dockerfile")).unwrap();
+    let stages: Vec<&str> = dockerfile
+        .lines()
+        .filter(|l| l.trim_start().starts_with("FROM "))
+        .collect();
+    assert!(stages.len() >= 2, "multi-stage: {stages:?}");
+    let runtime = dockerfile.rsplit_once("\nFROM ").unwrap().1;
+    assert!(runtime.starts_with("gcr.io/distroless/static"), "{runtime}");
+    let copies: Vec<&str> = runtime.lines().filter(|l| l.starts_with("COPY")).collect();
+    assert_eq!(copies, ["COPY --from=build /kcm /kcm"], "the binary only");
+    assert!(runtime.contains("\nUSER 65532:65532"), "non-root");
+    assert!(runtime.contains("ENTRYPOINT [\"/kcm\"]"));
+}
