@@ -110,7 +110,7 @@ fn every_manifest_parses_into_its_type_with_nothing_left_over() {
             "Deployment" => drop(strict::<Deployment>(value, &what)),
             "Service" => drop(strict::<Service>(value, &what)),
             "PodDisruptionBudget" => drop(strict::<PodDisruptionBudget>(value, &what)),
-            "ServiceMonitor" => {
+            "ServiceMonitor" | "PrometheusRule" => {
                 assert_eq!(value["apiVersion"], "monitoring.coreos.com/v1", "{what}");
             }
             other => panic!("{what}: unexpected kind {other}"),
@@ -286,12 +286,17 @@ fn the_deployment_runs_kcm_hardened_with_flags_kcm_accepts() {
 #[tokio::test]
 async fn the_whole_deploy_directory_applies_to_an_api_server() {
     let server = TestServer::start().await;
-    server.store().register(ResourceType::custom(
-        "monitoring.coreos.com",
-        "v1",
-        "servicemonitors",
-        "ServiceMonitor",
-    ));
+    for (plural, kind) in [
+        ("servicemonitors", "ServiceMonitor"),
+        ("prometheusrules", "PrometheusRule"),
+    ] {
+        server.store().register(ResourceType::custom(
+            "monitoring.coreos.com",
+            "v1",
+            plural,
+            kind,
+        ));
+    }
     let client = server.client();
     let mut created = BTreeSet::new();
     for (path, value) in objects() {
@@ -398,4 +403,46 @@ fn the_image_is_built_in_stages_and_runs_only_the_binary_as_non_root() {
     assert_eq!(copies, ["COPY --from=build /kcm /kcm"], "the binary only");
     assert!(runtime.contains("\nUSER 65532:65532"), "non-root");
     assert!(runtime.contains("ENTRYPOINT [\"/kcm\"]"));
+}
+
+/// The metric names an alert expression selects (`name{...}`), PromQL functions left out.
+fn selected_metrics(expr: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut current = String::new();
+    for c in expr.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
+            current.push(c);
+            continue;
+        }
+        if c == '{' && !current.is_empty() {
+            names.push(current.clone());
+        }
+        current.clear();
+    }
+    names
+}
+
+#[test]
+fn alerts_select_metrics_kcm_exports() {
+    let objects = objects();
+    let rule = &named(&objects, "PrometheusRule", "kcm")[0].1;
+    let exported = kcm::runtime::metrics::Metrics::new().unwrap().families();
+    let mut alerts = 0;
+    for group in rule["spec"]["groups"].as_array().unwrap() {
+        for alert in group["rules"].as_array().unwrap() {
+            let expr = alert["expr"].as_str().unwrap();
+            let metrics = selected_metrics(expr);
+            assert!(!metrics.is_empty(), "{expr}");
+            for metric in metrics {
+                assert!(
+                    exported.contains(&metric),
+                    "{}: {metric} is not a metric kcm exports",
+                    alert["alert"]
+                );
+            }
+            assert!(expr.contains("job=\"kcm\""), "{expr}: scoped to kcm's job");
+            alerts += 1;
+        }
+    }
+    assert!(alerts >= 5);
 }

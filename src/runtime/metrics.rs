@@ -1,11 +1,20 @@
 //! One Prometheus registry for the process: client-go's workqueue families, plus kcm's own
 //! reconcile, write, store, watch, shadow and leader-election metrics.
 
+use prometheus::core::Collector;
 use prometheus::{
     HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 use super::queue::WorkqueueMetrics;
+
+fn family_names(collectors: &[&dyn Collector]) -> Vec<String> {
+    collectors
+        .iter()
+        .flat_map(|c| c.desc())
+        .map(|d| d.fq_name.clone())
+        .collect()
+}
 
 #[derive(Clone)]
 pub struct Metrics {
@@ -26,6 +35,8 @@ pub struct Metrics {
     pub watch_errors: IntCounterVec,
     /// 1 while this process holds the leader lease (upstream's name and label).
     pub leader: IntGaugeVec,
+    /// The families controllers registered themselves.
+    registered: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 fn counter(
@@ -108,16 +119,52 @@ impl Metrics {
                 &["name"],
             )?,
             registry,
+            registered: Default::default(),
         })
     }
 
     /// Registers a controller's own metric family (upstream's names, e.g.
     /// `resourceclaim_controller_creates_total`).
-    pub fn register(
-        &self,
-        collector: Box<dyn prometheus::core::Collector>,
-    ) -> prometheus::Result<()> {
-        self.registry.register(collector)
+    pub fn register(&self, collector: Box<dyn Collector>) -> prometheus::Result<()> {
+        let names = family_names(&[collector.as_ref()]);
+        self.registry.register(collector)?;
+        self.registered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(names);
+        Ok(())
+    }
+
+    /// Every metric family this process can export, also those with no sample yet (which
+    /// `/metrics` leaves out), so alert rules can be checked against them.
+    pub fn families(&self) -> Vec<String> {
+        let wq = &self.workqueue;
+        let mut names = family_names(&[
+            &wq.depth,
+            &wq.adds,
+            &wq.queue_duration,
+            &wq.work_duration,
+            &wq.unfinished_work,
+            &wq.longest_running_processor,
+            &wq.retries,
+            &self.reconciles,
+            &self.reconcile_duration,
+            &self.api_writes,
+            &self.shadow_diffs,
+            &self.skipped,
+            &self.store_objects,
+            &self.watch_errors,
+            &self.leader,
+        ]);
+        names.extend(
+            self.registered
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .cloned(),
+        );
+        names.sort();
+        names
     }
 
     /// Runs one reconcile, counting it and timing it under `controller`.
