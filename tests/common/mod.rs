@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kcm::runtime::rbac::{Request, allows};
 
+pub mod proc;
+
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
 pub use kube_testserver::testing::eventually;

@@ -1,0 +1,922 @@
+//! Soak: all five controllers (the kcm binary) against kube-testserver under a seeded random
+//! workload while the server injects faults into kcm's requests — 500s, 429s with
+//! Retry-After, 409s, 2 s latency spikes, dropped watches and forced compactions (410
+//! relists). Then the faults stop and every controller must converge to what a fresh
+//! computation from the final objects gives (the same pure functions, and a few literal
+//! cases), still alive and reconciling, with bounded watches; no PDB status kcm wrote may
+//! ever have allowed more disruptions than the pods then healthy allowed.
+//!
+//! `soak_ci` runs in CI (about 45 s); `soak_long` is `#[ignore]`d: run it with
+//! `KCM_SOAK_SECS=1800 cargo test --release --test soak -- --ignored --nocapture`.
+//! `KCM_SOAK_SEED` picks the workload seed (default: fixed).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use common::Kcm;
+use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kcm::controllers::disruption::budget::{
+    count_healthy, disrupted_pods, expected_and_desired, new_status,
+};
+use kcm::controllers::resourcequota::status::next_status;
+use kcm::controllers::resourcequota::usage::{mask_list, pod_matching, pod_usage, sum_usage};
+use kcm::controllers::storageversiongc::gc::{self, Outcome};
+use kcm::controllers::ttl::boundaries::{BOUNDARIES, TTL_ANNOTATION};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use kube_testserver::{Fault, TestServer};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{Value, json};
+
+const NAMESPACES: [&str; 3] = ["soak-0", "soak-1", "soak-2"];
+/// Untouched by the workload: quota and PDB with literal expectations.
+const FIXED: &str = "soak-fixed";
+const MIN_NODES: usize = 80;
+const MAX_NODES: usize = 120;
+const APISERVERS: usize = 4;
+const CPU: [&str; 3] = ["100m", "250m", "1"];
+const MEMORY: [&str; 3] = ["64Mi", "128Mi", "1Gi"];
+/// How stale kcm's view may be when it writes a PDB status (watch latency, relists after a
+/// dropped watch or a compaction, with backoff).
+const STALENESS: Duration = Duration::from_secs(30);
+
+fn parse<T: serde::de::DeserializeOwned>(value: Value) -> T {
+    serde_json::from_value(value).unwrap()
+}
+
+fn now() -> Time {
+    Time(Timestamp::now())
+}
+
+/// What the workload knows it did: enough to tell the true healthy count of each PDB.
+#[derive(Default)]
+struct Truth {
+    /// (namespace, pod) → ready, for live pods labelled `app=a`.
+    ready: BTreeMap<(String, String), bool>,
+    /// PDB `pdb-a` minAvailable per namespace.
+    min_available: BTreeMap<String, i32>,
+    /// (when, namespace, healthy, minAvailable) after each change.
+    timeline: Vec<(Instant, String, i32, i32)>,
+}
+
+impl Truth {
+    fn set(&mut self, key: &(String, String), ready: bool) {
+        self.ready.insert(key.clone(), ready);
+        self.record(&key.0);
+    }
+
+    fn record(&mut self, namespace: &str) {
+        let healthy = self
+            .ready
+            .iter()
+            .filter(|((ns, _), ready)| ns == namespace && **ready)
+            .count() as i32;
+        let min = self.min_available.get(namespace).copied().unwrap_or(0);
+        self.timeline
+            .push((Instant::now(), namespace.to_string(), healthy, min));
+    }
+
+    /// The most disruptions the PDB of `namespace` could truly have allowed at any moment in
+    /// `[at - STALENESS, at]`.
+    fn max_allowed(&self, namespace: &str, at: Instant) -> i32 {
+        let from = at.checked_sub(STALENESS).unwrap_or(at);
+        let mut best = 0;
+        let mut before = None;
+        for (when, ns, healthy, min) in &self.timeline {
+            if ns != namespace {
+                continue;
+            }
+            let allowed = (healthy - min).max(0);
+            if *when < from {
+                before = Some(allowed);
+            } else if *when <= at {
+                best = best.max(allowed);
+            }
+        }
+        best.max(before.unwrap_or(0))
+    }
+}
+
+struct Workload {
+    rng: StdRng,
+    client: Client,
+    next: u64,
+    pods: Vec<(String, String)>,
+    /// Pods that finished: never readied again, only deleted.
+    finished: Vec<(String, String)>,
+    nodes: BTreeSet<String>,
+    leases: BTreeSet<usize>,
+    truth: Truth,
+    ops: u64,
+}
+
+impl Workload {
+    fn pods(&self, ns: &str) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    async fn setup(&mut self) {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        for ns in NAMESPACES.iter().chain([&FIXED]) {
+            let _ = namespaces
+                .create(
+                    &PostParams::default(),
+                    &parse(json!({ "metadata": { "name": ns } })),
+                )
+                .await;
+        }
+        for ns in NAMESPACES {
+            self.quota(ns, "1000").await;
+            self.pdb(ns, 1).await;
+            let templates: Api<ResourceClaimTemplate> = Api::namespaced(self.client.clone(), ns);
+            templates
+                .create(
+                    &PostParams::default(),
+                    &parse(json!({ "metadata": { "name": "gpu" }, "spec": { "spec": {
+                        "devices": { "requests": [{ "name": "gpu", "exactly": { "deviceClassName": "gpu.example.com" } }] } } } })),
+                )
+                .await
+                .unwrap();
+        }
+        // The literal cases.
+        let quotas: Api<ResourceQuota> = Api::namespaced(self.client.clone(), FIXED);
+        quotas
+            .create(&PostParams::default(), &parse(json!({ "metadata": { "name": "q" },
+                "spec": { "hard": { "pods": "10", "requests.cpu": "10", "requests.memory": "10Gi" } } })))
+            .await
+            .unwrap();
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(self.client.clone(), FIXED);
+        pdbs.create(
+            &PostParams::default(),
+            &parse(json!({ "metadata": { "name": "fixed" },
+            "spec": { "minAvailable": 2, "selector": { "matchLabels": { "app": "fixed" } } } })),
+        )
+        .await
+        .unwrap();
+        for (i, cpu) in ["100m", "250m", "1"].iter().enumerate() {
+            let name = format!("fixed-{i}");
+            self.pods(FIXED)
+                .create(
+                    &PostParams::default(),
+                    &pod_body(&name, "fixed", cpu, "512Mi", false),
+                )
+                .await
+                .unwrap();
+            self.set_ready(FIXED, &name, true).await;
+        }
+        for _ in 0..MIN_NODES + 5 {
+            self.add_node().await;
+        }
+        for k in 0..APISERVERS {
+            self.create_lease(k).await;
+        }
+    }
+
+    async fn quota(&self, ns: &str, pods: &str) {
+        let quotas: Api<ResourceQuota> = Api::namespaced(self.client.clone(), ns);
+        let body = json!({ "metadata": { "name": "q" }, "spec": { "hard": {
+            "pods": pods, "requests.cpu": "100", "requests.memory": "100Gi", "limits.cpu": "200" } } });
+        let _ = quotas
+            .patch("q", &PatchParams::apply("soak").force(), &Patch::Apply(&json!({
+                "apiVersion": "v1", "kind": "ResourceQuota", "metadata": { "name": "q" }, "spec": body["spec"] })))
+            .await;
+    }
+
+    async fn pdb(&mut self, ns: &str, min: i32) {
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(self.client.clone(), ns);
+        let applied = pdbs
+            .patch("pdb-a", &PatchParams::apply("soak").force(), &Patch::Apply(&json!({
+                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": { "name": "pdb-a" },
+                "spec": { "minAvailable": min, "selector": { "matchLabels": { "app": "a" } } } })))
+            .await;
+        if applied.is_ok() {
+            self.truth.min_available.insert(ns.to_string(), min);
+            self.truth.record(ns);
+        }
+    }
+
+    async fn set_ready(&self, ns: &str, name: &str, ready: bool) -> bool {
+        let status = json!({ "status": { "phase": "Running", "conditions": [
+            { "type": "Ready", "status": if ready { "True" } else { "False" } }] } });
+        self.pods(ns)
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(status))
+            .await
+            .is_ok()
+    }
+
+    async fn add_node(&mut self) {
+        let name = format!("node-{}", self.next);
+        self.next += 1;
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        if nodes
+            .create(
+                &PostParams::default(),
+                &parse(json!({ "metadata": { "name": name } })),
+            )
+            .await
+            .is_ok()
+        {
+            self.nodes.insert(name);
+        }
+    }
+
+    async fn create_lease(&mut self, k: usize) {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), "kube-system");
+        let body = parse(json!({ "metadata": { "name": format!("apiserver-{k}"),
+            "labels": { "apiserver.kubernetes.io/identity": "kube-apiserver" } },
+            "spec": { "holderIdentity": format!("apiserver-{k}") } }));
+        if leases.create(&PostParams::default(), &body).await.is_ok() {
+            self.leases.insert(k);
+        }
+    }
+
+    async fn step(&mut self) {
+        self.ops += 1;
+        let roll = self.rng.random_range(0..100);
+        let ns = NAMESPACES[self.rng.random_range(0..NAMESPACES.len())];
+        match roll {
+            0..40 => {
+                let name = format!("p-{}", self.next);
+                self.next += 1;
+                let app = if self.rng.random_bool(0.6) { "a" } else { "b" };
+                let cpu = CPU[self.rng.random_range(0..CPU.len())];
+                let memory = MEMORY[self.rng.random_range(0..MEMORY.len())];
+                let claim = self.rng.random_bool(0.25);
+                let body = pod_body(&name, app, cpu, memory, claim);
+                if self
+                    .pods(ns)
+                    .create(&PostParams::default(), &body)
+                    .await
+                    .is_ok()
+                {
+                    if app == "a" {
+                        self.truth
+                            .ready
+                            .insert((ns.to_string(), name.clone()), false);
+                        self.truth.record(ns);
+                    }
+                    self.pods.push((ns.to_string(), name));
+                }
+            }
+            40..65 => {
+                if let Some((ns, name)) = self.pick_pod() {
+                    let ready = self.rng.random_bool(0.7);
+                    // The truth over-approximates what kcm can see: a pod counts as ready
+                    // from before a write that may make it ready, until a write that makes it
+                    // not ready has succeeded.
+                    let key = (ns.clone(), name.clone());
+                    let tracked = self.truth.ready.get(&key).copied();
+                    if ready && tracked.is_some() {
+                        self.truth.set(&key, true);
+                    }
+                    let written = self.set_ready(&ns, &name, ready).await;
+                    if let Some(previous) = tracked {
+                        match (ready, written) {
+                            (true, false) => self.truth.set(&key, previous),
+                            (false, true) => self.truth.set(&key, false),
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            65..75 => {
+                if !self.pods.is_empty() {
+                    let i = self.rng.random_range(0..self.pods.len());
+                    let (ns, name) = self.pods.swap_remove(i);
+                    self.finished.push((ns.clone(), name.clone()));
+                    let status = json!({ "status": { "phase": "Succeeded", "conditions": [{ "type": "Ready", "status": "False" }] } });
+                    let written = self
+                        .pods(&ns)
+                        .patch_status(&name, &PatchParams::default(), &Patch::Strategic(status))
+                        .await
+                        .is_ok();
+                    let key = (ns.clone(), name.clone());
+                    if written && self.truth.ready.contains_key(&key) {
+                        self.truth.set(&key, false);
+                    }
+                }
+            }
+            75..88 => {
+                let total = self.pods.len() + self.finished.len();
+                if total > 0 {
+                    let i = self.rng.random_range(0..total);
+                    let (ns, name) = if i < self.pods.len() {
+                        self.pods.swap_remove(i)
+                    } else {
+                        self.finished.swap_remove(i - self.pods.len())
+                    };
+                    let deleted = self
+                        .pods(&ns)
+                        .delete(&name, &DeleteParams::default())
+                        .await
+                        .is_ok();
+                    if deleted
+                        && self
+                            .truth
+                            .ready
+                            .remove(&(ns.clone(), name.clone()))
+                            .is_some()
+                    {
+                        self.truth.record(&ns);
+                    }
+                }
+            }
+            88..91 => {
+                let pods = self.rng.random_range(20..200).to_string();
+                self.quota(ns, &pods).await;
+            }
+            91..94 => {
+                let min = self.rng.random_range(0..6);
+                self.pdb(ns, min).await;
+            }
+            94..97 => {
+                let grow = self.nodes.len() < MIN_NODES
+                    || (self.nodes.len() < MAX_NODES && self.rng.random_bool(0.5));
+                if grow {
+                    self.add_node().await;
+                } else if let Some(node) = self.nodes.iter().next().cloned() {
+                    let nodes: Api<Node> = Api::all(self.client.clone());
+                    if nodes.delete(&node, &DeleteParams::default()).await.is_ok() {
+                        self.nodes.remove(&node);
+                    }
+                }
+            }
+            _ => {
+                let k = self.rng.random_range(0..APISERVERS);
+                if self.leases.contains(&k) && self.rng.random_bool(0.5) {
+                    let leases: Api<Lease> = Api::namespaced(self.client.clone(), "kube-system");
+                    if leases
+                        .delete(&format!("apiserver-{k}"), &DeleteParams::default())
+                        .await
+                        .is_ok()
+                    {
+                        self.leases.remove(&k);
+                    }
+                } else if !self.leases.contains(&k) {
+                    self.create_lease(k).await;
+                } else {
+                    self.storage_version().await;
+                }
+            }
+        }
+    }
+
+    fn pick_pod(&mut self) -> Option<(String, String)> {
+        (!self.pods.is_empty())
+            .then(|| self.pods[self.rng.random_range(0..self.pods.len())].clone())
+    }
+
+    /// A StorageVersion with entries of some API servers, live or gone.
+    async fn storage_version(&mut self) {
+        let ids: Vec<String> = (0..APISERVERS)
+            .filter(|_| self.rng.random_bool(0.6))
+            .map(|k| format!("apiserver-{k}"))
+            .collect();
+        self.storage_version_of(&ids).await;
+    }
+
+    async fn storage_version_of(&mut self, ids: &[String]) {
+        let name = format!("apps.deployments-{}", self.next);
+        self.next += 1;
+        let entries: Vec<Value> = ids
+            .iter()
+            .map(|id| json!({ "apiServerID": id, "encodingVersion": "apps/v1", "decodableVersions": ["apps/v1"] }))
+            .collect();
+        let svs: Api<StorageVersion> = Api::all(self.client.clone());
+        if let Ok(created) = svs
+            .create(
+                &PostParams::default(),
+                &parse(json!({ "metadata": { "name": name }, "spec": {} })),
+            )
+            .await
+        {
+            let _ = svs
+                .patch_status(
+                    &created.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": { "storageVersions": entries } })),
+                )
+                .await;
+        }
+    }
+}
+
+fn pod_body(name: &str, app: &str, cpu: &str, memory: &str, claim: bool) -> Pod {
+    let mut spec = json!({ "containers": [{ "name": "c", "image": "i",
+        "resources": { "requests": { "cpu": cpu, "memory": memory }, "limits": { "cpu": cpu } } }] });
+    if claim {
+        spec["resourceClaims"] = json!([{ "name": "gpu", "resourceClaimTemplateName": "gpu" }]);
+    }
+    parse(json!({ "metadata": { "name": name, "labels": { "app": app } }, "spec": spec }))
+}
+
+/// One random fault on kcm's requests only (the workload is never faulted).
+fn inject_fault(server: &TestServer, rng: &mut StdRng) -> &'static str {
+    const RESOURCES: [&str; 8] = [
+        "pods",
+        "resourcequotas",
+        "poddisruptionbudgets",
+        "nodes",
+        "resourceclaims",
+        "storageversions",
+        "leases",
+        "events",
+    ];
+    let resource = RESOURCES[rng.random_range(0..RESOURCES.len())];
+    let times = rng.random_range(1..5);
+    match rng.random_range(0..6) {
+        0 => {
+            let verb =
+                ["list", "patch", "update", "create", "delete", "get"][rng.random_range(0..6)];
+            server.inject(
+                Fault::error(500)
+                    .user_agent("kcm/")
+                    .verb(verb)
+                    .resource(resource)
+                    .times(times),
+            );
+            "500"
+        }
+        1 => {
+            server.inject(
+                Fault::error(429)
+                    .user_agent("kcm/")
+                    .retry_after(1)
+                    .resource(resource)
+                    .times(times),
+            );
+            "429"
+        }
+        2 => {
+            server.inject(
+                Fault::error(409)
+                    .user_agent("kcm/")
+                    .verb("update")
+                    .resource(resource)
+                    .times(times),
+            );
+            "409"
+        }
+        3 => {
+            server.inject(
+                Fault::latency(Duration::from_secs(2))
+                    .user_agent("kcm/")
+                    .resource(resource)
+                    .times(times),
+            );
+            "latency"
+        }
+        4 => {
+            server.store().drop_watches();
+            "dropped watches"
+        }
+        _ => {
+            server.store().compact();
+            "compaction"
+        }
+    }
+}
+
+/// What every controller's output must be, computed from the objects as they are now.
+/// `Err` names the first object that differs.
+async fn converged(client: &Client) -> Result<(), String> {
+    let now = now();
+    for ns in NAMESPACES.iter().chain([&FIXED]) {
+        let pods: Vec<Pod> = Api::<Pod>::namespaced(client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?
+            .items;
+        for quota in Api::<ResourceQuota>::namespaced(client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?
+            .items
+        {
+            let names: Vec<String> = quota
+                .spec
+                .as_ref()
+                .and_then(|s| s.hard.as_ref())
+                .map(|h| h.keys().cloned().collect())
+                .unwrap_or_default();
+            let matching = pod_matching(&names);
+            let usage = sum_usage(&pods, &matching, |p| pod_usage(p, &now), |_| true);
+            let computed = mask_list(&usage.list, &matching);
+            if let Some(want) = next_status(&quota, &computed) {
+                return Err(format!(
+                    "quota {ns}/{}: status {:?}, want {want:?}",
+                    quota.name_any(),
+                    quota.status
+                ));
+            }
+        }
+        for pdb in Api::<PodDisruptionBudget>::namespaced(client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?
+            .items
+        {
+            let spec = pdb.spec.clone().unwrap_or_default();
+            let selector = kcm::runtime::selector::from_label_selector(spec.selector.as_ref())?;
+            let matching: Vec<&Pod> = pods
+                .iter()
+                .filter(|p| selector.matches(p.metadata.labels.as_ref()))
+                .collect();
+            let (expected, desired) = expected_and_desired(&spec, matching.len() as i32, None)?;
+            let disrupted = disrupted_pods(&matching, pdb.status.as_ref(), &now);
+            let healthy = count_healthy(&matching, &disrupted.map, &now);
+            if let Some(want) = new_status(&pdb, healthy, desired, expected, &disrupted.map, &now) {
+                return Err(format!(
+                    "pdb {ns}/{}: status {:?}, want {want:?}",
+                    pdb.name_any(),
+                    pdb.status
+                ));
+            }
+        }
+        // Claims: every live pod that will run has its claim recorded and owns it; no claim
+        // is left behind for a pod that is done or gone.
+        let claims = Api::<ResourceClaim>::namespaced(client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?
+            .items;
+        for pod in &pods {
+            let wants_claim = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.resource_claims.as_ref())
+                .is_some_and(|c| !c.is_empty());
+            let done = matches!(
+                pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            );
+            if !wants_claim || done {
+                continue;
+            }
+            let recorded = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.resource_claim_statuses.as_ref())
+                .and_then(|s| s.iter().find(|e| e.name == "gpu"))
+                .and_then(|e| e.resource_claim_name.clone());
+            let Some(claim_name) = recorded else {
+                return Err(format!("pod {ns}/{}: no claim recorded", pod.name_any()));
+            };
+            let owned = claims.iter().any(|c| {
+                c.name_any() == claim_name
+                    && c.owner_references()
+                        .iter()
+                        .any(|o| Some(&o.uid) == pod.metadata.uid.as_ref())
+            });
+            if !owned {
+                return Err(format!(
+                    "pod {ns}/{}: claim {claim_name} missing or not owned",
+                    pod.name_any()
+                ));
+            }
+        }
+        for claim in &claims {
+            let owner = claim.owner_references().first().map(|o| o.uid.clone());
+            let live = pods.iter().find(|p| p.metadata.uid == owner);
+            let keep = live.is_some_and(|p| {
+                !matches!(
+                    p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                    Some("Succeeded" | "Failed")
+                )
+            });
+            if !keep {
+                return Err(format!("claim {ns}/{} outlived its pod", claim.name_any()));
+            }
+        }
+    }
+    // Node TTLs: one value on every node, a step that fits the node count.
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?
+        .items;
+    let values: BTreeSet<Option<String>> = nodes
+        .iter()
+        .map(|n| n.annotations().get(TTL_ANNOTATION).cloned())
+        .collect();
+    let count = nodes.len();
+    let fits = |v: &Option<String>| {
+        BOUNDARIES.iter().any(|b| {
+            Some(b.ttl_seconds.to_string()) == *v && count >= b.size_min && count <= b.size_max
+        })
+    };
+    if values.len() != 1 || !values.iter().all(fits) {
+        return Err(format!("node TTLs {values:?} for {count} nodes"));
+    }
+    // StorageVersions: nothing left to collect.
+    let leases: BTreeSet<String> = Api::<Lease>::namespaced(client.clone(), gc::IDENTITY_NAMESPACE)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?
+        .items
+        .iter()
+        .filter(|l| gc::has_identity_label(l))
+        .map(|l| l.name_any())
+        .collect();
+    for sv in Api::<StorageVersion>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?
+        .items
+    {
+        if gc::entries(&sv).is_empty() {
+            continue;
+        }
+        if gc::collect(&sv, |id| !leases.contains(id), &now) != Outcome::Keep {
+            return Err(format!(
+                "storageversion {} still has entries of gone API servers",
+                sv.name_any()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The literal cases in `soak-fixed`, written out.
+async fn literal_cases(client: &Client) {
+    let quota = Api::<ResourceQuota>::namespaced(client.clone(), FIXED)
+        .get("q")
+        .await
+        .unwrap();
+    let used = serde_json::to_value(quota.status.unwrap().used.unwrap()).unwrap();
+    assert_eq!(
+        used,
+        json!({ "pods": "3", "requests.cpu": "1350m", "requests.memory": "1536Mi" })
+    );
+    let pdb = Api::<PodDisruptionBudget>::namespaced(client.clone(), FIXED)
+        .get("fixed")
+        .await
+        .unwrap();
+    let status = pdb.status.unwrap();
+    assert_eq!(
+        (
+            status.expected_pods,
+            status.desired_healthy,
+            status.current_healthy,
+            status.disruptions_allowed
+        ),
+        (Some(3), Some(2), Some(3), Some(1))
+    );
+}
+
+/// Every PDB status kcm wrote, against the truth: never more disruptions allowed than the
+/// pods healthy at some moment within the staleness window allowed, and never more than the
+/// status's own counts allow.
+fn check_pdb_writes(server: &TestServer, truth: &Truth) -> usize {
+    let mut checked = 0;
+    for record in server.requests() {
+        if !(record.user_agent.contains("kcm/")
+            && record.is("update", "poddisruptionbudgets", "status")
+            && record.code < 300)
+        {
+            continue;
+        }
+        let Some(body) = record.body.as_ref() else {
+            continue;
+        };
+        let status = &body["status"];
+        let int = |key: &str| status[key].as_i64().unwrap_or(0) as i32;
+        let allowed = int("disruptionsAllowed");
+        assert!(allowed >= 0, "{status}");
+        assert!(
+            allowed <= (int("currentHealthy") - int("desiredHealthy")).max(0),
+            "inconsistent status written: {status}"
+        );
+        let ns = &record.info.namespace;
+        if NAMESPACES.contains(&ns.as_str()) {
+            let max = truth.max_allowed(ns, record.at);
+            assert!(
+                allowed <= max,
+                "{ns}: kcm allowed {allowed} disruptions when at most {max} were safe: {status}"
+            );
+        }
+        checked += 1;
+    }
+    checked
+}
+
+/// Sum of the samples of `family` whose labels contain `contains`.
+async fn metric_sum(kcm: &Kcm, family: &str, contains: &str) -> f64 {
+    let Some((_, body)) = kcm.get("/metrics").await else {
+        return 0.0;
+    };
+    body.lines()
+        .filter(|l| {
+            l.starts_with(family) && l[family.len()..].starts_with('{') && l.contains(contains)
+        })
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        .sum()
+}
+
+async fn soak(storm: Duration, convergence_deadline: Duration) {
+    let seed: u64 = std::env::var("KCM_SOAK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20261123);
+    let server = TestServer::start().await;
+    let client = server.client();
+    let mut workload = Workload {
+        rng: StdRng::seed_from_u64(seed),
+        client: client.clone(),
+        next: 0,
+        pods: Vec::new(),
+        finished: Vec::new(),
+        nodes: BTreeSet::new(),
+        leases: BTreeSet::new(),
+        truth: Truth::default(),
+        ops: 0,
+    };
+    workload.setup().await;
+    let kcm = Kcm::start(
+        server.kubeconfig_path(),
+        &[
+            "--controllers=*",
+            "--feature-gates=StorageVersionAPI=true",
+            "--leader-elect=false",
+            "--kube-api-qps=500",
+            "--kube-api-burst=1000",
+        ],
+    );
+    common::eventually("kcm serves metrics", common::DEADLINE, || async {
+        kcm.get("/readyz")
+            .await
+            .is_some_and(|(code, _)| code == 200)
+    })
+    .await;
+
+    let mut fault_rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    let mut faults: BTreeMap<&str, usize> = BTreeMap::new();
+    let started = Instant::now();
+    let mut next_fault = Instant::now();
+    let mut peak_watches = 0;
+    // Writes of every controller fail at first, so the storm is visible in the metrics.
+    for resource in [
+        "poddisruptionbudgets",
+        "resourcequotas",
+        "nodes",
+        "resourceclaims",
+    ] {
+        server.inject(
+            Fault::error(500)
+                .user_agent("kcm/")
+                .resource(resource)
+                .verb("update")
+                .times(2),
+        );
+        server.inject(
+            Fault::error(500)
+                .user_agent("kcm/")
+                .resource(resource)
+                .verb("patch")
+                .times(2),
+        );
+        server.inject(
+            Fault::error(500)
+                .user_agent("kcm/")
+                .resource(resource)
+                .verb("create")
+                .times(2),
+        );
+    }
+    while started.elapsed() < storm {
+        workload.step().await;
+        if Instant::now() >= next_fault {
+            *faults
+                .entry(inject_fault(&server, &mut fault_rng))
+                .or_default() += 1;
+            next_fault = Instant::now() + Duration::from_millis(fault_rng.random_range(200..1200));
+        }
+        peak_watches = peak_watches.max(server.store().open_watches());
+    }
+    server.faults().clear();
+    let errors_after_storm = metric_sum(&kcm, "kcm_reconcile_total", "result=\"error\"").await;
+
+    let calm = Instant::now();
+    let mut last = Err(String::new());
+    while calm.elapsed() < convergence_deadline {
+        last = converged(&client).await;
+        if last.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let convergence = calm.elapsed();
+    assert!(
+        last.is_ok(),
+        "not converged after {convergence:?}: {last:?}"
+    );
+    literal_cases(&client).await;
+
+    // Still alive and reconciling: one more change each controller must act on.
+    let before: Vec<f64> = reconciles_per_controller(&kcm).await;
+    workload.add_node().await;
+    workload.step().await;
+    let pods = workload.pods(NAMESPACES[0]);
+    pods.create(
+        &PostParams::default(),
+        &pod_body("after-storm", "a", "100m", "64Mi", true),
+    )
+    .await
+    .unwrap();
+    workload
+        .storage_version_of(&["apiserver-gone".to_string()])
+        .await;
+    let deadline = Instant::now() + common::DEADLINE;
+    loop {
+        let after = reconciles_per_controller(&kcm).await;
+        if after.iter().zip(&before).all(|(a, b)| a > b) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "every controller reconciles after the storm: before {before:?}, after {after:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        kcm.get("/healthz")
+            .await
+            .is_some_and(|(code, _)| code == 200)
+    );
+    let errors_settled = metric_sum(&kcm, "kcm_reconcile_total", "result=\"error\"").await;
+    common::eventually("convergence holds", common::DEADLINE, || async {
+        converged(&client).await.is_ok()
+    })
+    .await;
+    let errors_end = metric_sum(&kcm, "kcm_reconcile_total", "result=\"error\"").await;
+
+    let checked = check_pdb_writes(&server, &workload.truth);
+    let writes = server.count(|r| r.user_agent.contains("kcm/") && r.is_write());
+    let watches = server.store().open_watches();
+    let (cpu, peak_rss) = common::proc::usage(kcm.pid());
+    println!(
+        "soak seed {seed}: {:?} storm, {} workload ops, faults {faults:?}; kcm {writes} writes ({checked} PDB status writes checked), reconcile errors {errors_after_storm} during the storm, {errors_settled} → {errors_end} after; converged {convergence:.1?} after the faults stopped; open watches peak {peak_watches}, end {watches}; kcm CPU {cpu:.1}s, peak RSS {peak_rss:.0} MiB",
+        storm, workload.ops
+    );
+    assert!(
+        errors_after_storm > 0.0,
+        "the storm made reconciles fail, visibly"
+    );
+    assert_eq!(
+        errors_settled, errors_end,
+        "no reconcile errors once converged and calm"
+    );
+    assert!(checked > 0);
+    assert!(watches <= 40, "watches bounded: {watches}");
+    assert!(peak_rss < 512.0, "memory bounded: {peak_rss} MiB");
+    assert!(
+        kcm.log().lines().all(|l| !l.contains("panicked")),
+        "no panic"
+    );
+}
+
+/// Reconciles so far of each of the five controllers.
+async fn reconciles_per_controller(kcm: &Kcm) -> Vec<f64> {
+    let mut counts = Vec::new();
+    for controller in [
+        "ttl-controller",
+        "disruption-controller",
+        "resourcequota-controller",
+        "resourceclaim-controller",
+        "storageversion-garbage-collector-controller",
+    ] {
+        counts.push(
+            metric_sum(
+                kcm,
+                "kcm_reconcile_total",
+                &format!("controller=\"{controller}\""),
+            )
+            .await,
+        );
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_ci() {
+    soak(Duration::from_secs(25), Duration::from_secs(25)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "long soak: KCM_SOAK_SECS=1800 cargo test --release --test soak -- --ignored --nocapture"]
+async fn soak_long() {
+    let secs = std::env::var("KCM_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1800);
+    soak(Duration::from_secs(secs), Duration::from_secs(120)).await;
+}
