@@ -120,6 +120,20 @@ struct Workload {
 }
 
 impl Workload {
+    fn new(client: Client, seed: u64) -> Self {
+        Self {
+            rng: StdRng::seed_from_u64(seed),
+            client,
+            next: 0,
+            pods: Vec::new(),
+            finished: Vec::new(),
+            nodes: BTreeSet::new(),
+            leases: BTreeSet::new(),
+            truth: Truth::default(),
+            ops: 0,
+        }
+    }
+
     fn pods(&self, ns: &str) -> Api<Pod> {
         Api::namespaced(self.client.clone(), ns)
     }
@@ -646,6 +660,24 @@ async fn converged(client: &Client) -> Result<(), String> {
     Ok(())
 }
 
+/// Waits until every controller's output matches the objects (and the literal cases hold);
+/// returns how long that took.
+async fn converge(client: &Client, deadline: Duration) -> Duration {
+    let calm = Instant::now();
+    let mut last = converged(client).await;
+    while last.is_err() && calm.elapsed() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        last = converged(client).await;
+    }
+    assert!(
+        last.is_ok(),
+        "not converged after {:?}: {last:?}",
+        calm.elapsed()
+    );
+    literal_cases(client).await;
+    calm.elapsed()
+}
+
 /// The literal cases in `soak-fixed`, written out.
 async fn literal_cases(client: &Client) {
     let quota = Api::<ResourceQuota>::namespaced(client.clone(), FIXED)
@@ -729,17 +761,7 @@ async fn soak(storm: Duration, convergence_deadline: Duration) {
         .unwrap_or(20261123);
     let server = TestServer::start().await;
     let client = server.client();
-    let mut workload = Workload {
-        rng: StdRng::seed_from_u64(seed),
-        client: client.clone(),
-        next: 0,
-        pods: Vec::new(),
-        finished: Vec::new(),
-        nodes: BTreeSet::new(),
-        leases: BTreeSet::new(),
-        truth: Truth::default(),
-        ops: 0,
-    };
+    let mut workload = Workload::new(client.clone(), seed);
     workload.setup().await;
     let kcm = Kcm::start(
         server.kubeconfig_path(),
@@ -805,21 +827,7 @@ async fn soak(storm: Duration, convergence_deadline: Duration) {
     server.faults().clear();
     let errors_after_storm = metric_sum(&kcm, "kcm_reconcile_total", "result=\"error\"").await;
 
-    let calm = Instant::now();
-    let mut last = Err(String::new());
-    while calm.elapsed() < convergence_deadline {
-        last = converged(&client).await;
-        if last.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    let convergence = calm.elapsed();
-    assert!(
-        last.is_ok(),
-        "not converged after {convergence:?}: {last:?}"
-    );
-    literal_cases(&client).await;
+    let convergence = converge(&client, convergence_deadline).await;
 
     // Still alive and reconciling: one more change each controller must act on.
     let before: Vec<f64> = reconciles_per_controller(&kcm).await;
@@ -919,4 +927,98 @@ async fn soak_long() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1800);
     soak(Duration::from_secs(secs), Duration::from_secs(120)).await;
+}
+
+/// The identity in kcm's user agent (`… kcm/<identity>`).
+fn identity(user_agent: &str) -> Option<&str> {
+    user_agent.rsplit_once("kcm/").map(|(_, id)| id)
+}
+
+fn candidate(server: &TestServer) -> Kcm {
+    let mut args = vec![
+        "--controllers=*",
+        "--feature-gates=StorageVersionAPI=true",
+        "--kube-api-qps=500",
+        "--kube-api-burst=1000",
+    ];
+    args.extend(common::FAST_LEASE);
+    Kcm::start(server.kubeconfig_path(), &args)
+}
+
+/// Three kcm processes; the leader is killed again and again (SIGKILL and SIGTERM in turn)
+/// while the workload runs, and a new process takes each dead one's place. At most one
+/// process writes at any time, and the survivors converge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_churn_single_writer_and_convergence() {
+    let server = TestServer::start().await;
+    let client = server.client();
+    let mut workload = Workload::new(client.clone(), 7);
+    workload.setup().await;
+    let mut processes: Vec<Kcm> = (0..3).map(|_| candidate(&server)).collect();
+    let mut kills = 0;
+    let started = Instant::now();
+    let mut next_kill = Instant::now() + Duration::from_secs(3);
+    while started.elapsed() < Duration::from_secs(25) {
+        workload.step().await;
+        if Instant::now() < next_kill {
+            continue;
+        }
+        let mut leader = None;
+        for (i, p) in processes.iter().enumerate() {
+            if p.metric("leader_election_master_status{name=\"kcm\"}")
+                .await
+                == Some(1.0)
+            {
+                leader = Some(i);
+            }
+        }
+        if let Some(i) = leader {
+            let mut old = processes.swap_remove(i);
+            old.signal(if kills % 2 == 0 { "KILL" } else { "TERM" });
+            assert!(
+                old.wait_exit(Duration::from_secs(30)).await.is_some(),
+                "the leader exits"
+            );
+            kills += 1;
+            processes.push(candidate(&server));
+        }
+        next_kill = Instant::now() + Duration::from_secs(3);
+    }
+
+    let convergence = converge(&client, Duration::from_secs(30)).await;
+
+    // Controller writes (leader election's own lease writes aside), by process: the spans of
+    // different processes never overlap.
+    let mut spans: BTreeMap<String, (Instant, Instant, usize)> = BTreeMap::new();
+    for record in server.requests() {
+        if !record.is_write() || record.info.resource == "leases" {
+            continue;
+        }
+        let Some(id) = identity(&record.user_agent) else {
+            continue;
+        };
+        let span = spans
+            .entry(id.to_string())
+            .or_insert((record.at, record.at, 0));
+        span.0 = span.0.min(record.at);
+        span.1 = span.1.max(record.at);
+        span.2 += 1;
+    }
+    let mut ordered: Vec<_> = spans.values().copied().collect();
+    ordered.sort();
+    for pair in ordered.windows(2) {
+        assert!(
+            pair[0].1 < pair[1].0,
+            "two processes wrote at the same time: spans {ordered:?}"
+        );
+    }
+    let writers = ordered.len();
+    println!(
+        "leader churn: {kills} leaders killed, {writers} processes wrote in turn ({:?} writes each); converged {:.1?} after the churn",
+        ordered.iter().map(|s| s.2).collect::<Vec<_>>(),
+        convergence
+    );
+    assert!(kills >= 3, "the leader was killed repeatedly: {kills}");
+    assert!(writers >= 3, "leadership moved: {writers} writers");
+    check_pdb_writes(&server, &workload.truth);
 }

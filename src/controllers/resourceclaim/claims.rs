@@ -274,16 +274,20 @@ fn prefix(s: &str, len: usize) -> &str {
 
 /// The generateName of a claim made for `pod_claim` of `pod`: `<pod>-<claim>-`, or when that
 /// is longer than 57 both parts cut in proportion to their length, joined by one hyphen
-/// (upstream drops the trailing hyphen in that case).
+/// (upstream drops the trailing hyphen in that case). Beyond upstream, the pod part keeps at
+/// least one character and loses a trailing `.`: upstream's cut can begin the name with `-`
+/// (a one-character pod, a long claim) or leave `x.-`, names the API server refuses, so the
+/// pod's claim could never be created.
 pub fn generate_name(pod: &str, pod_claim: &str) -> String {
     let base = format!("{pod}-{pod_claim}-");
     if base.len() <= MAX_BASE_LEN {
         return base;
     }
     let total = base.len();
+    let pod_part = prefix(pod, (pod.len() * MAX_BASE_LEN / total).max(1));
     format!(
         "{}-{}",
-        prefix(pod, pod.len() * MAX_BASE_LEN / total),
+        pod_part.trim_end_matches('.'),
         prefix(pod_claim, pod_claim.len() * MAX_BASE_LEN / total)
     )
 }

@@ -2170,11 +2170,28 @@ fn generate_name_always_leaves_room_for_the_suffix() {
             } else {
                 // No trailing hyphen of its own (the claim part may come out empty).
                 let (p, c) = name.split_once('-').unwrap();
-                assert_eq!(p.len(), pod_len * MAX_BASE_LEN / total);
+                assert_eq!(p.len(), (pod_len * MAX_BASE_LEN / total).max(1));
                 assert_eq!(c.len(), claim_len * MAX_BASE_LEN / total);
             }
         }
     }
+}
+
+#[test]
+fn generate_name_never_starts_with_a_hyphen_or_leaves_a_dot_before_it() {
+    // Upstream's cut gives "-ccc…" (one-character pod) and "x.-…": names the API server
+    // refuses.
+    let claim = "c".repeat(60);
+    assert_eq!(generate_name("a", &claim), format!("a-{}", "c".repeat(54)));
+    let dotted = format!("x.{}", "y".repeat(60));
+    let name = generate_name(&dotted, &"c".repeat(60));
+    assert!(!name.contains(".-"), "{name}");
+    assert!(name.starts_with("x.yy"), "{name}");
+    // The proportional cut of "ab.cd" is "ab.": the dot goes.
+    assert_eq!(
+        generate_name("ab.cd", &"c".repeat(70)),
+        format!("ab-{}", "c".repeat(51))
+    );
 }
 
 #[test]
