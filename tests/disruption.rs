@@ -528,3 +528,55 @@ async fn a_pod_matching_two_budgets_is_reported() {
     .await;
     kcm.stop().await;
 }
+
+#[tokio::test]
+async fn while_the_pod_watch_fails_budgets_are_computed_from_a_live_list() {
+    let server = TestServer::start().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), NS);
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(server.client(), NS);
+    for name in ["web-1", "web-2", "web-3"] {
+        seed_pod(&server, name, "web", true, None);
+    }
+    let kcm = InProcess::start(&server, &["--controllers=disruption"]).await;
+    create_pdb(&pdbs, "web", "web", json!({ "minAvailable": 1 })).await;
+    wait_counts(&pdbs, "web", (3, 1, 3, 2)).await;
+
+    // kcm's cluster-wide pod list/watch now fails: its store keeps web-3 after it is gone.
+    for verb in ["list", "watch"] {
+        server.inject(
+            Fault::error(500)
+                .user_agent("kcm/")
+                .verb(verb)
+                .resource("pods")
+                .namespace(""),
+        );
+    }
+    server.store().drop_watches();
+    eventually("kcm saw its pod watch fail", DEADLINE, || async {
+        kcm.metric("kcm_watch_errors_total{resource=\"pods\"}")
+            .await
+            .is_some_and(|n| n > 0.0)
+    })
+    .await;
+    pods.delete("web-3", &DeleteParams::default())
+        .await
+        .unwrap();
+    // A PDB change makes kcm sync it: it must not count the vanished pod.
+    pdbs.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "minAvailable": 0 } })),
+    )
+    .await
+    .unwrap();
+    wait_counts(&pdbs, "web", (2, 0, 2, 2)).await;
+    assert!(
+        server.count(|r| r.user_agent.contains("kcm/")
+            && r.is("list", "pods", "")
+            && r.info.namespace == NS)
+            > 0,
+        "read from the API server"
+    );
+    server.faults().clear();
+    kcm.stop().await;
+}

@@ -109,6 +109,9 @@ pub struct Informer<K: Stored> {
     reader: Store<K>,
     dispatch: Mutex<Dispatch<K>>,
     synced: watch::Sender<bool>,
+    /// Set when list/watch fails, cleared when events flow again: while set, the store may
+    /// miss changes (the watcher is backing off), so counts taken from it may be stale.
+    failing: std::sync::atomic::AtomicBool,
 }
 
 impl<K: Stored> Informer<K> {
@@ -140,6 +143,11 @@ impl<K: Stored> Informer<K> {
         }
         dispatch.handlers.push(tx);
         rx
+    }
+
+    /// Whether list/watch is failing right now, so the store may be behind the API server.
+    pub fn is_failing(&self) -> bool {
+        self.failing.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Waits for the first complete list.
@@ -295,6 +303,7 @@ impl Informers {
                 relist: None,
             }),
             synced,
+            failing: std::sync::atomic::AtomicBool::new(false),
         });
         self.synced
             .lock()
@@ -315,6 +324,13 @@ impl Informers {
                 };
                 match event {
                     Some(Ok(event)) => {
+                        // A relist is complete only at its end; a watch event means the
+                        // watch is live again.
+                        if !matches!(event, Event::Init | Event::InitApply(_)) {
+                            task_informer
+                                .failing
+                                .store(false, std::sync::atomic::Ordering::SeqCst);
+                        }
                         task_informer.handle(event);
                         let count = i64::try_from(task_informer.reader.len()).unwrap_or(i64::MAX);
                         metrics
@@ -323,6 +339,9 @@ impl Informers {
                             .set(count);
                     }
                     Some(Err(err)) => {
+                        task_informer
+                            .failing
+                            .store(true, std::sync::atomic::Ordering::SeqCst);
                         metrics.watch_errors.with_label_values(&[&resource]).inc();
                         tracing::warn!(resource = %resource, error = %err, "list/watch failed; retrying with backoff");
                     }

@@ -36,7 +36,7 @@ use crate::runtime::queue::{WorkQueue, run_workers};
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector;
 use crate::runtime::stored::Stored;
-use crate::runtime::writer::ApiWriter;
+use crate::runtime::writer::{ApiWriter, error_text};
 
 const CONTROLLER: &str = "disruption-controller";
 /// Upstream's event source for this controller.
@@ -243,8 +243,8 @@ impl Disruption {
             }
         };
         let pods: Vec<_> = self
-            .pods
-            .in_namespace(&pdb.namespace().unwrap_or_default())
+            .pods_of(&pdb.namespace().unwrap_or_default())
+            .await?
             .into_iter()
             .filter(|p| selector.matches(p.metadata.labels.as_ref()))
             .collect();
@@ -328,6 +328,21 @@ impl Disruption {
             let wait = at.0.duration_since(now.0);
             Duration::try_from(wait).unwrap_or_default()
         }))
+    }
+
+    /// The pods of a namespace: from the shared store, or — beyond upstream — from the API
+    /// server while the store's list/watch is failing, since a store that is behind could
+    /// count pods as healthy that are not any more, and allow too many disruptions.
+    async fn pods_of(&self, namespace: &str) -> Result<Vec<Arc<Pod>>, SyncError> {
+        if !self.pods.is_failing() {
+            return Ok(self.pods.in_namespace(namespace));
+        }
+        let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), namespace);
+        let list = api
+            .list(&kube::api::ListParams::default())
+            .await
+            .map_err(|e| SyncError::Failed(format!("Failed to get pods: {}", error_text(&e))))?;
+        Ok(list.items.into_iter().map(Arc::new).collect())
     }
 
     /// Resets a DisruptionTarget condition that nobody acted on within two minutes.
