@@ -43,6 +43,10 @@ const FIXED: &str = "soak-fixed";
 const MIN_NODES: usize = 80;
 const MAX_NODES: usize = 120;
 const APISERVERS: usize = 4;
+/// Live pods kept at most, so a long soak stays a steady state rather than a growth test.
+const MAX_PODS: usize = 1500;
+/// StorageVersion names cycle through this many.
+const STORAGE_VERSIONS: u64 = 100;
 const CPU: [&str; 3] = ["100m", "250m", "1"];
 const MEMORY: [&str; 3] = ["64Mi", "128Mi", "1Gi"];
 /// How stale kcm's view may be when it writes a PDB status (watch latency, relists after a
@@ -57,55 +61,6 @@ fn now() -> Time {
     Time(Timestamp::now())
 }
 
-/// What the workload knows it did: enough to tell the true healthy count of each PDB.
-#[derive(Default)]
-struct Truth {
-    /// (namespace, pod) → ready, for live pods labelled `app=a`.
-    ready: BTreeMap<(String, String), bool>,
-    /// PDB `pdb-a` minAvailable per namespace.
-    min_available: BTreeMap<String, i32>,
-    /// (when, namespace, healthy, minAvailable) after each change.
-    timeline: Vec<(Instant, String, i32, i32)>,
-}
-
-impl Truth {
-    fn set(&mut self, key: &(String, String), ready: bool) {
-        self.ready.insert(key.clone(), ready);
-        self.record(&key.0);
-    }
-
-    fn record(&mut self, namespace: &str) {
-        let healthy = self
-            .ready
-            .iter()
-            .filter(|((ns, _), ready)| ns == namespace && **ready)
-            .count() as i32;
-        let min = self.min_available.get(namespace).copied().unwrap_or(0);
-        self.timeline
-            .push((Instant::now(), namespace.to_string(), healthy, min));
-    }
-
-    /// The most disruptions the PDB of `namespace` could truly have allowed at any moment in
-    /// `[at - STALENESS, at]`.
-    fn max_allowed(&self, namespace: &str, at: Instant) -> i32 {
-        let from = at.checked_sub(STALENESS).unwrap_or(at);
-        let mut best = 0;
-        let mut before = None;
-        for (when, ns, healthy, min) in &self.timeline {
-            if ns != namespace {
-                continue;
-            }
-            let allowed = (healthy - min).max(0);
-            if *when < from {
-                before = Some(allowed);
-            } else if *when <= at {
-                best = best.max(allowed);
-            }
-        }
-        best.max(before.unwrap_or(0))
-    }
-}
-
 struct Workload {
     rng: StdRng,
     client: Client,
@@ -115,7 +70,6 @@ struct Workload {
     finished: Vec<(String, String)>,
     nodes: BTreeSet<String>,
     leases: BTreeSet<usize>,
-    truth: Truth,
     ops: u64,
 }
 
@@ -129,7 +83,6 @@ impl Workload {
             finished: Vec::new(),
             nodes: BTreeSet::new(),
             leases: BTreeSet::new(),
-            truth: Truth::default(),
             ops: 0,
         }
     }
@@ -205,26 +158,22 @@ impl Workload {
             .await;
     }
 
-    async fn pdb(&mut self, ns: &str, min: i32) {
+    async fn pdb(&self, ns: &str, min: i32) {
         let pdbs: Api<PodDisruptionBudget> = Api::namespaced(self.client.clone(), ns);
-        let applied = pdbs
+        let _ = pdbs
             .patch("pdb-a", &PatchParams::apply("soak").force(), &Patch::Apply(&json!({
                 "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": { "name": "pdb-a" },
                 "spec": { "minAvailable": min, "selector": { "matchLabels": { "app": "a" } } } })))
             .await;
-        if applied.is_ok() {
-            self.truth.min_available.insert(ns.to_string(), min);
-            self.truth.record(ns);
-        }
     }
 
-    async fn set_ready(&self, ns: &str, name: &str, ready: bool) -> bool {
+    async fn set_ready(&self, ns: &str, name: &str, ready: bool) {
         let status = json!({ "status": { "phase": "Running", "conditions": [
             { "type": "Ready", "status": if ready { "True" } else { "False" } }] } });
-        self.pods(ns)
+        let _ = self
+            .pods(ns)
             .patch_status(name, &PatchParams::default(), &Patch::Strategic(status))
-            .await
-            .is_ok()
+            .await;
     }
 
     async fn add_node(&mut self) {
@@ -257,6 +206,8 @@ impl Workload {
         self.ops += 1;
         let roll = self.rng.random_range(0..100);
         let ns = NAMESPACES[self.rng.random_range(0..NAMESPACES.len())];
+        let crowded = self.pods.len() + self.finished.len() >= MAX_PODS;
+        let roll = if crowded && roll < 40 { 80 } else { roll };
         match roll {
             0..40 => {
                 let name = format!("p-{}", self.next);
@@ -272,34 +223,13 @@ impl Workload {
                     .await
                     .is_ok()
                 {
-                    if app == "a" {
-                        self.truth
-                            .ready
-                            .insert((ns.to_string(), name.clone()), false);
-                        self.truth.record(ns);
-                    }
                     self.pods.push((ns.to_string(), name));
                 }
             }
             40..65 => {
                 if let Some((ns, name)) = self.pick_pod() {
                     let ready = self.rng.random_bool(0.7);
-                    // The truth over-approximates what kcm can see: a pod counts as ready
-                    // from before a write that may make it ready, until a write that makes it
-                    // not ready has succeeded.
-                    let key = (ns.clone(), name.clone());
-                    let tracked = self.truth.ready.get(&key).copied();
-                    if ready && tracked.is_some() {
-                        self.truth.set(&key, true);
-                    }
-                    let written = self.set_ready(&ns, &name, ready).await;
-                    if let Some(previous) = tracked {
-                        match (ready, written) {
-                            (true, false) => self.truth.set(&key, previous),
-                            (false, true) => self.truth.set(&key, false),
-                            _ => {}
-                        }
-                    }
+                    self.set_ready(&ns, &name, ready).await;
                 }
             }
             65..75 => {
@@ -308,15 +238,10 @@ impl Workload {
                     let (ns, name) = self.pods.swap_remove(i);
                     self.finished.push((ns.clone(), name.clone()));
                     let status = json!({ "status": { "phase": "Succeeded", "conditions": [{ "type": "Ready", "status": "False" }] } });
-                    let written = self
+                    let _ = self
                         .pods(&ns)
                         .patch_status(&name, &PatchParams::default(), &Patch::Strategic(status))
-                        .await
-                        .is_ok();
-                    let key = (ns.clone(), name.clone());
-                    if written && self.truth.ready.contains_key(&key) {
-                        self.truth.set(&key, false);
-                    }
+                        .await;
                 }
             }
             75..88 => {
@@ -328,20 +253,7 @@ impl Workload {
                     } else {
                         self.finished.swap_remove(i - self.pods.len())
                     };
-                    let deleted = self
-                        .pods(&ns)
-                        .delete(&name, &DeleteParams::default())
-                        .await
-                        .is_ok();
-                    if deleted
-                        && self
-                            .truth
-                            .ready
-                            .remove(&(ns.clone(), name.clone()))
-                            .is_some()
-                    {
-                        self.truth.record(&ns);
-                    }
+                    let _ = self.pods(&ns).delete(&name, &DeleteParams::default()).await;
                 }
             }
             88..91 => {
@@ -395,12 +307,12 @@ impl Workload {
             .filter(|_| self.rng.random_bool(0.6))
             .map(|k| format!("apiserver-{k}"))
             .collect();
-        self.storage_version_of(&ids).await;
+        let name = format!("apps.deployments-{}", self.next % STORAGE_VERSIONS);
+        self.next += 1;
+        self.storage_version_of(&name, &ids).await;
     }
 
-    async fn storage_version_of(&mut self, ids: &[String]) {
-        let name = format!("apps.deployments-{}", self.next);
-        self.next += 1;
+    async fn storage_version_of(&mut self, name: &str, ids: &[String]) {
         let entries: Vec<Value> = ids
             .iter()
             .map(|id| json!({ "apiServerID": id, "encodingVersion": "apps/v1", "decodableVersions": ["apps/v1"] }))
@@ -705,10 +617,96 @@ async fn literal_cases(client: &Client) {
     );
 }
 
-/// Every PDB status kcm wrote, against the truth: never more disruptions allowed than the
-/// pods healthy at some moment within the staleness window allowed, and never more than the
-/// status's own counts allow.
-fn check_pdb_writes(server: &TestServer, truth: &Truth) -> usize {
+/// What the API server held for each workload PDB (`pdb-a`, pods `app=a`) after every change
+/// it applied, replayed from its request log: (when, namespace, healthy pods, minAvailable).
+fn true_budgets(server: &TestServer) -> Vec<(Instant, String, i32, i32)> {
+    let mut ready: BTreeMap<(String, String), bool> = BTreeMap::new();
+    let mut min_available: BTreeMap<String, i32> = BTreeMap::new();
+    let mut timeline = Vec::new();
+    for record in server.requests() {
+        let ns = record.info.namespace.clone();
+        if record.code >= 300 || !NAMESPACES.contains(&ns.as_str()) {
+            continue;
+        }
+        let key = (ns.clone(), record.info.name.clone());
+        let body = record.body.clone().unwrap_or_default();
+        let changed = match (
+            record.info.resource.as_str(),
+            record.info.verb.as_str(),
+            record.info.subresource.as_str(),
+        ) {
+            ("pods", "create", "") if body["metadata"]["labels"]["app"] == "a" => {
+                let name = body["metadata"]["name"].as_str().unwrap_or_default();
+                ready.insert((ns.clone(), name.to_string()), false);
+                true
+            }
+            ("pods", "patch" | "update", "status") if ready.contains_key(&key) => {
+                let conditions = body["status"]["conditions"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                match conditions.iter().find(|c| c["type"] == "Ready") {
+                    Some(condition) => {
+                        ready.insert(key, condition["status"] == "True");
+                        true
+                    }
+                    None => false,
+                }
+            }
+            ("pods", "delete", "") => ready.remove(&key).is_some(),
+            ("poddisruptionbudgets", "patch", "") if record.info.name == "pdb-a" => {
+                match body["spec"]["minAvailable"].as_i64() {
+                    Some(min) => {
+                        min_available.insert(ns.clone(), min as i32);
+                        true
+                    }
+                    None => false,
+                }
+            }
+            _ => false,
+        };
+        if changed {
+            let healthy = ready.iter().filter(|((n, _), r)| *n == ns && **r).count() as i32;
+            let min = min_available.get(&ns).copied().unwrap_or(0);
+            timeline.push((record.at, ns, healthy, min));
+        }
+    }
+    timeline
+}
+
+/// The most disruptions kcm may allow for the PDB of `namespace` when it writes at `at`. Its
+/// view of pods and of the PDB comes from two watches, each of which may lag by up to
+/// `STALENESS` (watch latency, relists after a dropped watch or compaction), so the bound is
+/// the most healthy pods and the lowest minAvailable the server held in `[at - STALENESS,
+/// at]` — never more, whatever mix of moments kcm saw.
+fn max_allowed(timeline: &[(Instant, String, i32, i32)], namespace: &str, at: Instant) -> i32 {
+    let from = at.checked_sub(STALENESS).unwrap_or(at);
+    let mut at_start: Option<(i32, i32)> = None;
+    let mut healthy = i32::MIN;
+    let mut min = i32::MAX;
+    for (when, _, h, m) in timeline.iter().filter(|(_, ns, _, _)| ns == namespace) {
+        if *when < from {
+            at_start = Some((*h, *m));
+        } else if *when <= at {
+            healthy = healthy.max(*h);
+            min = min.min(*m);
+        }
+    }
+    if let Some((h, m)) = at_start {
+        healthy = healthy.max(h);
+        min = min.min(m);
+    }
+    if healthy == i32::MIN {
+        return 0;
+    }
+    (healthy - min).max(0)
+}
+
+/// Every PDB status kcm wrote, against the truth replayed from the request log: never more
+/// disruptions allowed than the pods healthy at some moment within the staleness window
+/// allowed, and never more than the status's own counts allow.
+fn check_pdb_writes(server: &TestServer) -> usize {
+    let timeline = true_budgets(server);
     let mut checked = 0;
     for record in server.requests() {
         if !(record.user_agent.contains("kcm/")
@@ -730,7 +728,7 @@ fn check_pdb_writes(server: &TestServer, truth: &Truth) -> usize {
         );
         let ns = &record.info.namespace;
         if NAMESPACES.contains(&ns.as_str()) {
-            let max = truth.max_allowed(ns, record.at);
+            let max = max_allowed(&timeline, ns, record.at);
             assert!(
                 allowed <= max,
                 "{ns}: kcm allowed {allowed} disruptions when at most {max} were safe: {status}"
@@ -754,7 +752,8 @@ async fn metric_sum(kcm: &Kcm, family: &str, contains: &str) -> f64 {
         .sum()
 }
 
-async fn soak(storm: Duration, convergence_deadline: Duration) {
+/// `pace`: a pause after each workload step, so a long run keeps a steady rate.
+async fn soak(storm: Duration, convergence_deadline: Duration, pace: Duration) {
     let seed: u64 = std::env::var("KCM_SOAK_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -816,6 +815,9 @@ async fn soak(storm: Duration, convergence_deadline: Duration) {
     }
     while started.elapsed() < storm {
         workload.step().await;
+        if !pace.is_zero() {
+            tokio::time::sleep(pace).await;
+        }
         if Instant::now() >= next_fault {
             *faults
                 .entry(inject_fault(&server, &mut fault_rng))
@@ -841,7 +843,7 @@ async fn soak(storm: Duration, convergence_deadline: Duration) {
     .await
     .unwrap();
     workload
-        .storage_version_of(&["apiserver-gone".to_string()])
+        .storage_version_of("poke.after-storm", &["apiserver-gone".to_string()])
         .await;
     let deadline = Instant::now() + common::DEADLINE;
     loop {
@@ -860,14 +862,19 @@ async fn soak(storm: Duration, convergence_deadline: Duration) {
             .await
             .is_some_and(|(code, _)| code == 200)
     );
-    let errors_settled = metric_sum(&kcm, "kcm_reconcile_total", "result=\"error\"").await;
+    // Once the last changes are handled and the queues are empty, nothing fails any more:
+    // the error counter stops rising.
     common::eventually("convergence holds", common::DEADLINE, || async {
         converged(&client).await.is_ok()
     })
     .await;
+    quiet(&kcm).await;
+    let errors_settled = metric_sum(&kcm, "kcm_reconcile_total", "result=\"error\"").await;
+    assert!(converged(&client).await.is_ok());
+    quiet(&kcm).await;
     let errors_end = metric_sum(&kcm, "kcm_reconcile_total", "result=\"error\"").await;
 
-    let checked = check_pdb_writes(&server, &workload.truth);
+    let checked = check_pdb_writes(&server);
     let writes = server.count(|r| r.user_agent.contains("kcm/") && r.is_write());
     let watches = server.store().open_watches();
     let (cpu, peak_rss) = common::proc::usage(kcm.pid());
@@ -890,6 +897,15 @@ async fn soak(storm: Duration, convergence_deadline: Duration) {
         kcm.log().lines().all(|l| !l.contains("panicked")),
         "no panic"
     );
+}
+
+/// Waits until every work queue of kcm is empty and no item is being processed.
+async fn quiet(kcm: &Kcm) {
+    common::eventually("kcm's queues drain", common::DEADLINE, || async {
+        metric_sum(kcm, "workqueue_depth", "").await == 0.0
+            && metric_sum(kcm, "workqueue_unfinished_work_seconds", "").await == 0.0
+    })
+    .await;
 }
 
 /// Reconciles so far of each of the five controllers.
@@ -916,7 +932,12 @@ async fn reconciles_per_controller(kcm: &Kcm) -> Vec<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_ci() {
-    soak(Duration::from_secs(25), Duration::from_secs(25)).await;
+    soak(
+        Duration::from_secs(25),
+        Duration::from_secs(25),
+        Duration::ZERO,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -926,7 +947,12 @@ async fn soak_long() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1800);
-    soak(Duration::from_secs(secs), Duration::from_secs(120)).await;
+    soak(
+        Duration::from_secs(secs),
+        Duration::from_secs(120),
+        Duration::from_millis(5),
+    )
+    .await;
 }
 
 /// The identity in kcm's user agent (`… kcm/<identity>`).
@@ -1020,5 +1046,5 @@ async fn leader_churn_single_writer_and_convergence() {
     );
     assert!(kills >= 3, "the leader was killed repeatedly: {kills}");
     assert!(writers >= 3, "leadership moved: {writers} writers");
-    check_pdb_writes(&server, &workload.truth);
+    check_pdb_writes(&server);
 }

@@ -296,6 +296,12 @@ fn label_value_errors(value: &str) -> Vec<String> {
     errs
 }
 
+/// Whether `value` is a DNS-1123 subdomain: the names of most objects (pods, leases) are, so
+/// a reference with another name cannot name one, and is better not put in a request path.
+pub fn is_dns1123_subdomain(value: &str) -> bool {
+    dns1123_subdomain_errors(value).is_empty()
+}
+
 /// `content.IsDNS1123Subdomain`.
 fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();

@@ -112,6 +112,16 @@ pub fn expected_and_desired(
     if spec.min_available.is_some() && spec.max_unavailable.is_some() {
         return Err(BOTH_SET.to_owned());
     }
+    // Likewise for values the arithmetic accepts but validation refuses: with them upstream
+    // would compute nonsense (minAvailable "-50%" of 4 pods allows 6 disruptions).
+    for (field, value) in [
+        ("spec.minAvailable", &spec.min_available),
+        ("spec.maxUnavailable", &spec.max_unavailable),
+    ] {
+        if let Some(err) = value.as_ref().and_then(|v| refused_by_validation(field, v)) {
+            return Err(err);
+        }
+    }
     if let Some(max_unavailable) = &spec.max_unavailable {
         let expected = need_scale()?;
         let max_unavailable = scaled_value(max_unavailable, expected, true)?;
@@ -124,6 +134,30 @@ pub fn expected_and_desired(
             Ok((expected, scaled_value(percent, expected, true)?))
         }
         None => Ok((0, 0)),
+    }
+}
+
+/// The API server's validation of a budget value (`ValidatePositiveIntOrPercent` and
+/// `IsNotMoreThan100Percent`), for the values the controller's arithmetic would take: a
+/// negative count, or a percentage below 0% or above 100%. Strings that are no percentage at
+/// all are left to [`scaled_value`], whose errors are upstream's controller's.
+fn refused_by_validation(field: &str, value: &IntOrString) -> Option<String> {
+    match value {
+        IntOrString::Int(n) if *n < 0 => Some(format!(
+            "{field}: Invalid value: {n}: must be greater than or equal to 0"
+        )),
+        IntOrString::Int(_) => None,
+        IntOrString::String(s) => {
+            let pct = go_atoi(s.strip_suffix('%')?).ok()?;
+            let why = if pct < 0 {
+                "must be an integer or percentage (e.g '5%')"
+            } else if pct > 100 {
+                "must not be greater than 100%"
+            } else {
+                return None;
+            };
+            Some(format!("{field}: Invalid value: {}: {why}", go_quote(s)))
+        }
     }
 }
 

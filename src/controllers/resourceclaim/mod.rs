@@ -42,9 +42,9 @@ use self::claims::{
     Features, Release, ResolveError, Resolved, claim_from_template, claim_statuses_apply,
     claims_to_release, delete_unused, finalizer_removed, find_orphan, foreign_claims, gauge_labels,
     is_for_pod, is_pod_consumer, keep_pod_reservation, needs_admin_access, needs_reservation,
-    owner_pod_uid, pod_claims, pod_may_get_claims, pod_needs_claims, pod_needs_work, release,
-    reserved_for, reserved_for_pod, resolve, resolved_names, statuses_to_record, template_names,
-    uses_claims,
+    owner_pod_uid, pod_claims, pod_is_done, pod_may_get_claims, pod_needs_claims, pod_needs_work,
+    release, reserved_for, reserved_for_pod, resolve, resolved_names, statuses_to_record,
+    template_names, uses_claims,
 };
 use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::{Controller, FeatureGate};
@@ -55,6 +55,7 @@ use crate::runtime::informer::{Change, Informer, feed};
 use crate::runtime::mutation::MutationCache;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
+use crate::runtime::selector::is_dns1123_subdomain;
 use crate::runtime::stored::Stored;
 use crate::runtime::writer::{ApiWriter, error_text};
 
@@ -523,6 +524,7 @@ impl ResourceClaims {
         if self.deleted_pod(&entry.uid) {
             return Ok(false);
         }
+
         if let Some(pod) = self.pod(namespace, &entry.name) {
             return Ok(keep_pod_reservation(entry, Some(&pod)));
         }
@@ -543,6 +545,21 @@ impl ResourceClaims {
         };
         let mut remaining = Vec::new();
         for entry in reserved_for(&claim) {
+            // No pod can have a name that is no DNS subdomain: the entry is stale, and asking
+            // for it would fail (an empty name: upstream stays stuck on the claim) or fetch
+            // something else (`a/status`, `a?b`).
+            if is_pod_consumer(entry) && !is_dns1123_subdomain(&entry.name) {
+                self.bad_input.report(
+                    key,
+                    claim.resource_version().as_deref().unwrap_or_default(),
+                    "invalid-reservation",
+                    &format!(
+                        "reservedFor names pod {:?}, which no pod can be called; dropped",
+                        entry.name
+                    ),
+                );
+                continue;
+            }
             if !is_pod_consumer(entry) || self.keeps_reservation(namespace, entry).await? {
                 remaining.push(entry.clone());
             }
@@ -568,7 +585,24 @@ impl ResourceClaims {
             }
         }
         let owner = claims::owning_pod(&claim).and_then(|(pod, _)| self.pod(namespace, pod));
-        if delete_unused(&claim, owner.as_deref()) {
+        // Upstream deletes the claim once its owner was replaced or is done. Not while a pod
+        // that will still run names this very claim: nothing would make it again.
+        let unused = delete_unused(&claim, owner.as_deref())
+            && match self.user_by_name(namespace, name) {
+                None => true,
+                Some(user) => {
+                    self.bad_input.report(
+                        key,
+                        claim.resource_version().as_deref().unwrap_or_default(),
+                        "claim-in-use",
+                        &format!(
+                            "generated claim {key} lost its owner pod, but pod {user} uses it by name; not deleted"
+                        ),
+                    );
+                    false
+                }
+            };
+        if unused {
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
                     uid: claim.metadata.uid.clone(),
@@ -589,6 +623,22 @@ impl ResourceClaims {
             self.mutations.deleted(&claim, Instant::now());
         }
         Ok(())
+    }
+
+    /// A pod that is not done and names the claim in `resourceClaimName`.
+    fn user_by_name(&self, namespace: &str, claim: &str) -> Option<String> {
+        self.pods_by_claim
+            .get(&format!("{namespace}/{claim}"))
+            .into_iter()
+            .find(|pod_key| {
+                let (ns, name) = split(pod_key);
+                self.pod(ns, name).is_some_and(|pod| {
+                    !pod_is_done(&pod)
+                        && pod_claims(&pod)
+                            .iter()
+                            .any(|pc| pc.resource_claim_name.as_deref() == Some(claim))
+                })
+            })
     }
 
     async fn write_status(

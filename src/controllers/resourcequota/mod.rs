@@ -28,10 +28,10 @@ use self::discovery::{Quotable, quotable, referenced_counts};
 use self::status::{candidates, hard_changed, needs_priority, next_status};
 use self::usage::{
     ExtendedResourceCache, QuotaScope, ResourceList, SliceClaimLookup, Usage, add_lists,
-    claim_matching, claim_usage, mask_list, object_count_matching, object_count_names, parse_scope,
-    pod_counts_for_quota, pod_is_terminating, pod_matches_scope, pod_matching, pod_usage,
-    pvc_matches_scope, pvc_matching, pvc_usage, quota_service_type, service_matching,
-    service_usage, sum_usage, unscoped_matches,
+    claim_matching, claim_usage, mask_list, object_count_matching, object_count_names,
+    out_of_range_names, parse_scope, pod_counts_for_quota, pod_is_terminating, pod_matches_scope,
+    pod_matching, pod_usage, pvc_matches_scope, pvc_matching, pvc_usage, quota_service_type,
+    service_matching, service_usage, sum_usage, unscoped_matches,
 };
 use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
@@ -304,6 +304,18 @@ impl Quota {
             self.bad
                 .report(&quota_key, &version, "invalid-scope-selector", &problem);
         }
+        // A limit that does not parse is copied to status.hard as written (and compared as
+        // text), but it is bad input all the same.
+        for (name, limit) in spec.hard.iter().flatten() {
+            if let Err(err) = Quantity::try_from(limit) {
+                let problem = format!(
+                    "spec.hard[{name}]: invalid quantity {:?}: {err}; copied to status.hard as written",
+                    limit.0
+                );
+                self.bad
+                    .report(&quota_key, &version, "invalid-quantity", &problem);
+            }
+        }
         let classes = self.device_classes();
         let evaluators = self.evaluators();
         let mut remaining: Vec<String> = candidates(quota, |n| {
@@ -313,6 +325,9 @@ impl Quota {
         });
         let mut total = ResourceList::new();
         let mut errors = Vec::new();
+        // A total past the exact range would be a wrong (too low) status: such a name keeps
+        // its previous value, or stays unset, which quota admission treats as unknown.
+        let mut out_of_range = BTreeSet::new();
         for evaluator in &evaluators {
             let names = self.matching(evaluator, &remaining, &classes);
             if names.is_empty() {
@@ -320,11 +335,14 @@ impl Quota {
             }
             match self.usage(evaluator, &ns, &scope, &names, &classes) {
                 Ok(usage) => {
-                    for problem in &usage.problems {
+                    let sum = add_lists(&total, &usage.list);
+                    let problems = usage.problems.iter().chain(&sum.problems);
+                    for problem in problems.clone() {
                         self.bad
                             .report(&quota_key, &version, "invalid-quantity", problem);
                     }
-                    total = add_lists(&total, &usage.list).list;
+                    out_of_range.extend(out_of_range_names(problems));
+                    total = sum.list;
                 }
                 Err(err) => {
                     errors.push(err);
@@ -332,6 +350,7 @@ impl Quota {
                 }
             }
         }
+        remaining.retain(|n| !out_of_range.contains(n));
         (mask_list(&total, &remaining), errors)
     }
 

@@ -6,10 +6,11 @@
 //! call (`component-helpers/resource`, `qos`, `extendedresourcecache`). Everything here
 //! is pure: the controller lists the objects and passes them in.
 //!
-//! Quantities that fail to parse cannot exist upstream (decoding would fail); here they
-//! are skipped one value at a time and reported in [`Usage::problems`].
+//! Quantities that fail to parse cannot exist upstream (decoding would fail), nor can
+//! negative ones (validation refuses them); here they are skipped one value at a time and
+//! reported in [`Usage::problems`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
     Container, ContainerStatus, PersistentVolumeClaim, Pod, PodAffinityTerm, ScopeSelector, Service,
@@ -87,6 +88,17 @@ const PVC_RESOURCES: [&str; 2] = [PERSISTENT_VOLUME_CLAIMS, REQUESTS_STORAGE];
 // Scopes
 // ---------------------------------------------------------------------------------------
 
+/// `core.ResourceQuotaScope` values.
+const KNOWN_SCOPES: [&str; 7] = [
+    "Terminating",
+    "NotTerminating",
+    "BestEffort",
+    "NotBestEffort",
+    "PriorityClass",
+    "CrossNamespacePodAffinity",
+    "VolumeAttributesClass",
+];
+
 /// One scope requirement of a quota: an entry of `spec.scopes` (operator `Exists`) or of
 /// `spec.scopeSelector.matchExpressions`, in that order.
 #[derive(Clone, Debug, PartialEq)]
@@ -118,15 +130,18 @@ impl QuotaScope {
 
     /// Requirements whose label selector upstream cannot build, with the reason. Such a
     /// requirement makes the evaluators that need the selector (PriorityClass for pods,
-    /// VolumeAttributesClass for PVCs) count nothing; worth a log line, not an error.
+    /// VolumeAttributesClass for PVCs) count nothing; worth a log line, not an error. So is
+    /// a scope name validation would refuse: it matches no object.
     pub fn selector_problems(&self) -> Vec<String> {
         self.requirements
             .iter()
-            .filter_map(|r| {
-                r.selector
-                    .as_ref()
-                    .err()
-                    .map(|e| format!("{}: {e}", r.scope_name))
+            .filter_map(|r| match &r.selector {
+                Err(e) => Some(format!("{}: {e}", r.scope_name)),
+                Ok(_) if !KNOWN_SCOPES.contains(&r.scope_name.as_str()) => Some(format!(
+                    "{:?} is not a known quota scope; it matches no object",
+                    r.scope_name
+                )),
+                Ok(_) => None,
             })
             .collect()
     }
@@ -337,13 +352,26 @@ fn is_extended_resource_name_for_quota(name: &str) -> bool {
 // Resource list arithmetic (quota/v1 resources.go and component-helpers)
 // ---------------------------------------------------------------------------------------
 
-/// Go `Add` on two quantities; on overflow (past ~1.7e20 units, far beyond real quotas)
-/// keeps `a` and reports.
+/// How a problem ends when arithmetic for one resource name left the exact range: the
+/// name's total is then wrong and must not be written ([`out_of_range_names`]).
+const OUT_OF_RANGE: &str = "is out of range; its total is not written";
+
+/// The resource names whose totals went out of range, from the problems of a usage.
+pub fn out_of_range_names<'a>(problems: impl IntoIterator<Item = &'a String>) -> BTreeSet<String> {
+    problems
+        .into_iter()
+        .filter(|p| p.ends_with(OUT_OF_RANGE))
+        // Quantities print without ": ", so the last one ends the name.
+        .filter_map(|p| p.rsplit_once(": "))
+        .map(|(name, _)| name.to_string())
+        .collect()
+}
+
+/// Go `Add` on two quantities; on overflow (past ~1.7e29 units, far beyond real quotas)
+/// keeps `a` and reports the name as out of range.
 fn add_quantity(a: &Quantity, b: &Quantity, name: &str, problems: &mut Vec<String>) -> Quantity {
     a.checked_add(b).unwrap_or_else(|| {
-        problems.push(format!(
-            "{name}: sum of {a} and {b} is out of range; kept {a}"
-        ));
+        problems.push(format!("{name}: sum of {a} and {b} {OUT_OF_RANGE}"));
         a.clone()
     })
 }
@@ -409,6 +437,12 @@ fn parse_list(
     let mut list = ResourceList::new();
     for (name, raw_quantity) in raw? {
         match Quantity::try_from(raw_quantity) {
+            // API validation refuses negative resource quantities; counted, one would lower
+            // the usage charged for everything else.
+            Ok(q) if q.is_negative() => problems.push(format!(
+                "{what}[{name}]: negative quantity {:?}; skipped",
+                raw_quantity.0
+            )),
             Ok(q) => {
                 list.insert(name.clone(), q);
             }
@@ -1600,9 +1634,7 @@ fn add_extended_resource_quota(
     for (name, quantity) in extended {
         let rest = match pod_usage.and_then(|u| u.get(&name)) {
             Some(paid) => quantity.checked_sub(paid).unwrap_or_else(|| {
-                problems.push(format!(
-                    "{name}: {quantity} - {paid} is out of range; kept {quantity}"
-                ));
+                problems.push(format!("{name}: {quantity} - {paid} {OUT_OF_RANGE}"));
                 quantity.clone()
             }),
             None => quantity,

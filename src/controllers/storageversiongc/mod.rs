@@ -24,6 +24,7 @@ use crate::cli::Controller;
 use crate::runtime::informer::{Change, feed};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{READ_VERBS, Rule, informs};
+use crate::runtime::selector::is_dns1123_subdomain;
 use crate::runtime::writer::ApiWriter;
 
 const CONTROLLER: &str = "storageversion-garbage-collector-controller";
@@ -98,7 +99,11 @@ impl Gc {
         };
         let mut dead = HashSet::new();
         for entry in entries(&sv) {
-            let alive = matches!(self.leases.get_opt(&entry.api_server_id).await, Ok(Some(lease)) if has_identity_label(&lease));
+            // An ID no lease can have (lease names are DNS subdomains) is dead without asking:
+            // upstream's Get finds nothing for it, whereas kcm's request path would take `a?b`
+            // for lease `a`, and `a/b` for a subresource.
+            let alive = is_dns1123_subdomain(&entry.api_server_id)
+                && matches!(self.leases.get_opt(&entry.api_server_id).await, Ok(Some(lease)) if has_identity_label(&lease));
             if !alive {
                 dead.insert(entry.api_server_id.clone());
             }
