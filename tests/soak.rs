@@ -618,11 +618,15 @@ async fn literal_cases(client: &Client) {
 }
 
 /// What the API server held for each workload PDB (`pdb-a`, pods `app=a`) after every change
-/// it applied, replayed from its request log: (when, namespace, healthy pods, minAvailable).
-fn true_budgets(server: &TestServer) -> Vec<(Instant, String, i32, i32)> {
+/// it applied, replayed from its request log: per namespace, (when, healthy pods,
+/// minAvailable) in time order.
+type Timeline = BTreeMap<String, Vec<(Instant, i32, i32)>>;
+
+fn true_budgets(server: &TestServer) -> Timeline {
     let mut ready: BTreeMap<(String, String), bool> = BTreeMap::new();
+    let mut healthy: BTreeMap<String, i32> = BTreeMap::new();
     let mut min_available: BTreeMap<String, i32> = BTreeMap::new();
-    let mut timeline = Vec::new();
+    let mut timeline = Timeline::new();
     for record in server.requests() {
         let ns = record.info.namespace.clone();
         if record.code >= 300 || !NAMESPACES.contains(&ns.as_str()) {
@@ -630,7 +634,8 @@ fn true_budgets(server: &TestServer) -> Vec<(Instant, String, i32, i32)> {
         }
         let key = (ns.clone(), record.info.name.clone());
         let body = record.body.clone().unwrap_or_default();
-        let changed = match (
+        let was_ready = ready.get(&key).copied().unwrap_or(false);
+        let now_ready = match (
             record.info.resource.as_str(),
             record.info.verb.as_str(),
             record.info.subresource.as_str(),
@@ -638,7 +643,7 @@ fn true_budgets(server: &TestServer) -> Vec<(Instant, String, i32, i32)> {
             ("pods", "create", "") if body["metadata"]["labels"]["app"] == "a" => {
                 let name = body["metadata"]["name"].as_str().unwrap_or_default();
                 ready.insert((ns.clone(), name.to_string()), false);
-                true
+                continue;
             }
             ("pods", "patch" | "update", "status") if ready.contains_key(&key) => {
                 let conditions = body["status"]["conditions"]
@@ -647,29 +652,35 @@ fn true_budgets(server: &TestServer) -> Vec<(Instant, String, i32, i32)> {
                     .unwrap_or_default();
                 match conditions.iter().find(|c| c["type"] == "Ready") {
                     Some(condition) => {
-                        ready.insert(key, condition["status"] == "True");
-                        true
+                        let now = condition["status"] == "True";
+                        ready.insert(key, now);
+                        now
                     }
-                    None => false,
+                    None => continue,
                 }
             }
-            ("pods", "delete", "") => ready.remove(&key).is_some(),
+            ("pods", "delete", "") if ready.remove(&key).is_some() => false,
             ("poddisruptionbudgets", "patch", "") if record.info.name == "pdb-a" => {
                 match body["spec"]["minAvailable"].as_i64() {
                     Some(min) => {
                         min_available.insert(ns.clone(), min as i32);
-                        true
+                        was_ready
                     }
-                    None => false,
+                    None => continue,
                 }
             }
-            _ => false,
+            _ => continue,
         };
-        if changed {
-            let healthy = ready.iter().filter(|((n, _), r)| *n == ns && **r).count() as i32;
-            let min = min_available.get(&ns).copied().unwrap_or(0);
-            timeline.push((record.at, ns, healthy, min));
-        }
+        let count = healthy.entry(ns.clone()).or_default();
+        *count += i32::from(now_ready) - i32::from(was_ready);
+        let min = min_available.get(&ns).copied().unwrap_or(0);
+        timeline
+            .entry(ns)
+            .or_default()
+            .push((record.at, *count, min));
+    }
+    for entries in timeline.values_mut() {
+        entries.sort_by_key(|e| e.0);
     }
     timeline
 }
@@ -679,27 +690,21 @@ fn true_budgets(server: &TestServer) -> Vec<(Instant, String, i32, i32)> {
 /// `STALENESS` (watch latency, relists after a dropped watch or compaction), so the bound is
 /// the most healthy pods and the lowest minAvailable the server held in `[at - STALENESS,
 /// at]` — never more, whatever mix of moments kcm saw.
-fn max_allowed(timeline: &[(Instant, String, i32, i32)], namespace: &str, at: Instant) -> i32 {
-    let from = at.checked_sub(STALENESS).unwrap_or(at);
-    let mut at_start: Option<(i32, i32)> = None;
-    let mut healthy = i32::MIN;
-    let mut min = i32::MAX;
-    for (when, _, h, m) in timeline.iter().filter(|(_, ns, _, _)| ns == namespace) {
-        if *when < from {
-            at_start = Some((*h, *m));
-        } else if *when <= at {
-            healthy = healthy.max(*h);
-            min = min.min(*m);
-        }
-    }
-    if let Some((h, m)) = at_start {
-        healthy = healthy.max(h);
-        min = min.min(m);
-    }
-    if healthy == i32::MIN {
+fn max_allowed(timeline: &Timeline, namespace: &str, at: Instant) -> i32 {
+    let Some(entries) = timeline.get(namespace) else {
         return 0;
+    };
+    let from = at.checked_sub(STALENESS).unwrap_or(at);
+    let start = entries.partition_point(|e| e.0 < from);
+    let end = entries.partition_point(|e| e.0 <= at);
+    // The state when the window opened, and every state within it.
+    let window = &entries[start.saturating_sub(1)..end];
+    let healthy = window.iter().map(|e| e.1).max();
+    let min = window.iter().map(|e| e.2).min();
+    match (healthy, min) {
+        (Some(healthy), Some(min)) => (healthy - min).max(0),
+        _ => 0,
     }
-    (healthy - min).max(0)
 }
 
 /// Every PDB status kcm wrote, against the truth replayed from the request log: never more
