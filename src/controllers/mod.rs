@@ -16,10 +16,11 @@ use tokio_util::sync::CancellationToken;
 use crate::cli::{Controller, Settings};
 use crate::runtime::clock::Clock;
 use crate::runtime::events::EventRecorder;
-use crate::runtime::informer::Informers;
+use crate::runtime::informer::{Change, Informers, feed};
 use crate::runtime::metrics::Metrics;
 use crate::runtime::queue::{QueueKey, WorkQueue, run_workers};
 use crate::runtime::rbac::Rule;
+use crate::runtime::stored::Stored;
 use crate::runtime::writer::ApiWriter;
 
 /// What a controller runs with.
@@ -74,6 +75,33 @@ impl Context {
             async move { metrics.observe(controller, work).await }
         })
         .await
+    }
+}
+
+/// A controller's feed of one informer: the task, and the signal that the first list was
+/// delivered (client-go's handler HasSynced).
+pub type Feed = (
+    tokio::task::JoinHandle<()>,
+    tokio::sync::oneshot::Receiver<()>,
+);
+
+impl Context {
+    /// Subscribes `on_change` to `K`'s shared informer until shutdown; `queue` is shut down
+    /// when the feed ends (see [`feed`]).
+    pub fn subscribe<K: Stored, Q: QueueKey>(
+        &self,
+        queue: &WorkQueue<Q>,
+        on_change: impl FnMut(Change<K>, &WorkQueue<Q>) + Send + 'static,
+    ) -> Feed {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(feed(
+            self.informers.get::<K>().subscribe(),
+            queue.clone(),
+            self.shutdown.clone(),
+            tx,
+            on_change,
+        ));
+        (task, rx)
     }
 }
 

@@ -21,7 +21,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use tokio::sync::oneshot;
 
 use self::budget::{
     cleared_disruption_target, count_healthy, disrupted_pods, expected_and_desired,
@@ -31,7 +30,7 @@ use self::scale::ScaleFinder;
 use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
 use crate::runtime::events::EventRecorder;
-use crate::runtime::informer::{Change, Informer, feed};
+use crate::runtime::informer::{Change, Informer};
 use crate::runtime::queue::{WorkQueue, run_workers};
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector;
@@ -393,24 +392,6 @@ impl Disruption {
     }
 }
 
-/// Subscribes `on_change` to an informer's changes; returns the feed task and its synced signal.
-fn subscribe<K: Stored>(
-    ctx: &Context,
-    queue: &WorkQueue<String>,
-    mut on_change: impl FnMut(Change<K>, &WorkQueue<String>) + Send + 'static,
-) -> (tokio::task::JoinHandle<()>, oneshot::Receiver<()>) {
-    let (tx, rx) = oneshot::channel();
-    let informer = ctx.informers.get::<K>();
-    let task = tokio::spawn(feed(
-        informer.subscribe(),
-        queue.clone(),
-        ctx.shutdown.clone(),
-        tx,
-        move |c, q| on_change(c, q),
-    ));
-    (task, rx)
-}
-
 async fn run(ctx: Context) -> Result<(), ControllerError> {
     let queue = WorkQueue::new(QUEUE, &ctx.metrics.workqueue);
     let recheck: WorkQueue<String> = WorkQueue::new(RECHECK_QUEUE, &ctx.metrics.workqueue);
@@ -434,35 +415,32 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     };
 
     let d = disruption.clone();
-    let mut feeds = vec![subscribe::<PodDisruptionBudget>(
-        &ctx,
-        &queue,
-        |change, q| match change {
-            Change::Added(p) | Change::Updated { new: p, .. } | Change::Deleted(p) => {
-                q.add(key(p.as_ref()))
-            }
-            Change::Synced => {}
-        },
-    )];
-    feeds.push(subscribe::<Pod>(&ctx, &queue, move |change, q| {
-        d.on_pod(change, q)
-    }));
+    let mut feeds =
+        vec![
+            ctx.subscribe::<PodDisruptionBudget, _>(&queue, |change, q| match change {
+                Change::Added(p) | Change::Updated { new: p, .. } | Change::Deleted(p) => {
+                    q.add(key(p.as_ref()))
+                }
+                Change::Synced => {}
+            }),
+        ];
+    feeds.push(ctx.subscribe::<Pod, _>(&queue, move |change, q| d.on_pod(change, q)));
     let d = disruption.clone();
-    feeds.push(subscribe::<ReplicationController>(
-        &ctx,
-        &queue,
-        move |c, q| d.on_workload(&c, |o| o.spec.as_ref().and_then(|s| s.replicas), q),
-    ));
+    feeds.push(
+        ctx.subscribe::<ReplicationController, _>(&queue, move |c, q| {
+            d.on_workload(&c, |o| o.spec.as_ref().and_then(|s| s.replicas), q)
+        }),
+    );
     let d = disruption.clone();
-    feeds.push(subscribe::<ReplicaSet>(&ctx, &queue, move |c, q| {
+    feeds.push(ctx.subscribe::<ReplicaSet, _>(&queue, move |c, q| {
         d.on_workload(&c, |o| o.spec.replicas, q)
     }));
     let d = disruption.clone();
-    feeds.push(subscribe::<Deployment>(&ctx, &queue, move |c, q| {
+    feeds.push(ctx.subscribe::<Deployment, _>(&queue, move |c, q| {
         d.on_workload(&c, |o| o.spec.replicas, q)
     }));
     let d = disruption.clone();
-    feeds.push(subscribe::<StatefulSet>(&ctx, &queue, move |c, q| {
+    feeds.push(ctx.subscribe::<StatefulSet, _>(&queue, move |c, q| {
         d.on_workload(&c, |o| o.spec.replicas, q)
     }));
 

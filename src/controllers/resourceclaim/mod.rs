@@ -36,7 +36,6 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{IntCounterVec, IntGaugeVec, Opts};
 use serde_json::json;
-use tokio::sync::oneshot;
 
 use self::claims::{
     Features, Release, ResolveError, Resolved, claim_from_template, claim_statuses_apply,
@@ -51,12 +50,11 @@ use crate::cli::{Controller, FeatureGate};
 use crate::runtime::badinput::BadInput;
 use crate::runtime::events::EventRecorder;
 use crate::runtime::index::Index;
-use crate::runtime::informer::{Change, Informer, feed};
+use crate::runtime::informer::{Change, Informer};
 use crate::runtime::mutation::MutationCache;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector::is_dns1123_subdomain;
-use crate::runtime::stored::Stored;
 use crate::runtime::writer::{ApiWriter, error_text};
 
 const CONTROLLER: &str = "resourceclaim-controller";
@@ -737,22 +735,6 @@ impl Collector for ClaimGauge {
     }
 }
 
-fn subscribe<K: Stored>(
-    ctx: &Context,
-    queue: &WorkQueue<Key>,
-    mut on_change: impl FnMut(Change<K>) + Send + 'static,
-) -> (tokio::task::JoinHandle<()>, oneshot::Receiver<()>) {
-    let (tx, rx) = oneshot::channel();
-    let task = tokio::spawn(feed(
-        ctx.informers.get::<K>().subscribe(),
-        queue.clone(),
-        ctx.shutdown.clone(),
-        tx,
-        move |change, _| on_change(change),
-    ));
-    (task, rx)
-}
-
 fn metric_error(err: prometheus::Error) -> ControllerError {
     ControllerError::Failed(format!("registering metrics: {err}"))
 }
@@ -807,19 +789,14 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         .map_err(metric_error)?;
 
     let c = controller.clone();
-    let mut feeds = vec![subscribe::<ResourceClaim>(&ctx, &queue, move |change| {
-        c.on_claim(change)
-    })];
+    let mut feeds =
+        vec![ctx.subscribe::<ResourceClaim, _>(&queue, move |change, _| c.on_claim(change))];
     let c = controller.clone();
-    feeds.push(subscribe::<Pod>(&ctx, &queue, move |change| {
-        c.on_pod(change)
-    }));
+    feeds.push(ctx.subscribe::<Pod, _>(&queue, move |change, _| c.on_pod(change)));
     let c = controller.clone();
-    feeds.push(subscribe::<ResourceClaimTemplate>(
-        &ctx,
-        &queue,
-        move |change| c.on_template(change),
-    ));
+    feeds.push(
+        ctx.subscribe::<ResourceClaimTemplate, _>(&queue, move |change, _| c.on_template(change)),
+    );
     let (tasks, synced): (Vec<_>, Vec<_>) = feeds.into_iter().unzip();
     tokio::select! {
         _ = ctx.shutdown.cancelled() => {}

@@ -22,7 +22,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ApiResource};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, mpsc};
 
 use self::discovery::{Quotable, quotable, referenced_counts};
 use self::status::{candidates, hard_changed, needs_priority, next_status};
@@ -33,11 +33,11 @@ use self::usage::{
     pod_matching, pod_usage, pvc_matches_scope, pvc_matching, pvc_usage, quota_service_type,
     service_matching, service_usage, sum_usage, unscoped_matches,
 };
-use super::{Context, ControllerEntry, ControllerError};
+use super::{Context, ControllerEntry, ControllerError, Feed};
 use crate::cli::Controller;
 use crate::runtime::badinput::BadInput;
 use crate::runtime::counter::{CountChange, ObjectCounter};
-use crate::runtime::informer::{Change, Informer, feed};
+use crate::runtime::informer::{Change, Informer};
 use crate::runtime::quantity::{Format, Quantity};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
@@ -719,15 +719,8 @@ fn object_of<K>(change: &Change<K>) -> Option<&Arc<K>> {
 fn subscribe<K: Stored>(
     quota: &Quota,
     mut on_change: impl FnMut(Change<K>) + Send + 'static,
-) -> (tokio::task::JoinHandle<()>, oneshot::Receiver<()>) {
-    let (tx, rx) = oneshot::channel();
-    let informer = quota.ctx.informers.get::<K>();
-    let task = tokio::spawn(feed(
-        informer.subscribe(),
-        quota.primary.clone(),
-        quota.ctx.shutdown.clone(),
-        tx,
-        move |change, _| on_change(change),
-    ));
-    (task, rx)
+) -> Feed {
+    quota
+        .ctx
+        .subscribe(&quota.primary, move |change, _| on_change(change))
 }
