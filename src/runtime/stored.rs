@@ -84,3 +84,13 @@ impl Stored for StatefulSet {
         self.spec.volume_claim_templates = None;
     }
 }
+
+/// `namespace/name`, the key controllers queue and index objects by (client-go's
+/// `MetaNamespaceKeyFunc`, with the namespace always present).
+pub fn key_of<K: Resource>(obj: &K) -> String {
+    format!(
+        "{}/{}",
+        obj.meta().namespace.as_deref().unwrap_or_default(),
+        obj.meta().name.as_deref().unwrap_or_default()
+    )
+}

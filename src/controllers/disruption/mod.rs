@@ -34,7 +34,7 @@ use crate::runtime::informer::{Change, Informer};
 use crate::runtime::queue::{WorkQueue, run_workers};
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector;
-use crate::runtime::stored::Stored;
+use crate::runtime::stored::{Stored, key_of};
 use crate::runtime::writer::{ApiWriter, error_text};
 
 const CONTROLLER: &str = "disruption-controller";
@@ -65,15 +65,6 @@ pub const ENTRY: ControllerEntry = ControllerEntry {
     api: Some(("policy", "v1")),
     run: |ctx| run(ctx).boxed(),
 };
-
-/// `namespace/name`, the key of both PDBs and pods.
-fn key<K: Resource>(obj: &K) -> String {
-    format!(
-        "{}/{}",
-        obj.meta().namespace.as_deref().unwrap_or_default(),
-        obj.meta().name.as_deref().unwrap_or_default()
-    )
-}
 
 fn object_ref<K: Resource>(key: &str) -> Option<ObjectRef<K>>
 where
@@ -144,7 +135,7 @@ impl Disruption {
         };
         let pdbs = self.pdbs_for(&pod);
         if let Some(first) = pdbs.first() {
-            queue.add(key(first.as_ref()));
+            queue.add(key_of(first.as_ref()));
             if pdbs.len() > 1 && check_stale {
                 let note = format!(
                     "Pod {:?}/{:?} matches multiple PodDisruptionBudgets.  Chose {:?} arbitrarily.",
@@ -161,7 +152,7 @@ impl Disruption {
             }
         }
         if check_stale && let Some(wait) = stale_disruption_wait(&pod, &self.now()) {
-            self.stale.add_after(key(pod.as_ref()), wait);
+            self.stale.add_after(key_of(pod.as_ref()), wait);
         }
     }
 
@@ -387,7 +378,7 @@ impl Disruption {
             .pdbs
             .in_namespace(new.meta().namespace.as_deref().unwrap_or_default())
         {
-            queue.add(key(pdb.as_ref()));
+            queue.add(key_of(pdb.as_ref()));
         }
     }
 }
@@ -419,7 +410,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         vec![
             ctx.subscribe::<PodDisruptionBudget, _>(&queue, |change, q| match change {
                 Change::Added(p) | Change::Updated { new: p, .. } | Change::Deleted(p) => {
-                    q.add(key(p.as_ref()))
+                    q.add(key_of(p.as_ref()))
                 }
                 Change::Synced => {}
             }),

@@ -55,6 +55,7 @@ use crate::runtime::mutation::MutationCache;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector::is_dns1123_subdomain;
+use crate::runtime::stored::key_of;
 use crate::runtime::writer::{ApiWriter, error_text};
 
 const CONTROLLER: &str = "resourceclaim-controller";
@@ -105,14 +106,6 @@ pub const ENTRY: ControllerEntry = ControllerEntry {
 enum Key {
     Pod(String),
     Claim(String),
-}
-
-fn key_of<K: Resource>(obj: &K) -> String {
-    format!(
-        "{}/{}",
-        obj.meta().namespace.as_deref().unwrap_or_default(),
-        obj.meta().name.as_deref().unwrap_or_default()
-    )
 }
 
 fn object_ref<K: Resource<DynamicType = ()>>(namespace: &str, name: &str) -> ObjectRef<K> {
