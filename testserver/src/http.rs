@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use rand::Rng;
 use serde_json::{Value, json};
 
+use crate::codec;
 use crate::error::ApiError;
 use crate::faults::{Faults, RequestInfo, RequestRecord};
 use crate::resources::ResourceType;
@@ -188,12 +189,22 @@ async fn handle(
             ..Default::default()
         },
     };
-    let parsed_body: Option<Value> = if body.is_empty() {
-        None
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let protobuf_only = codec::wants_protobuf_only(accept);
+    let (parsed_body, body_error): (Option<Value>, Option<String>) = if body.is_empty() {
+        (None, None)
     } else if content_type.starts_with("application/apply-patch+yaml") {
-        serde_yaml_ng::from_slice(&body).ok()
+        (serde_yaml_ng::from_slice(&body).ok(), None)
+    } else if codec::is_protobuf(&content_type) {
+        match codec::decode(&body) {
+            Ok(v) => (Some(v), None),
+            Err(err) => (None, Some(err.to_string())),
+        }
     } else {
-        serde_json::from_slice(&body).ok()
+        (serde_json::from_slice(&body).ok(), None)
     };
 
     let verdict = shared.faults.check(&info, &user_agent);
@@ -208,6 +219,12 @@ async fn handle(
             error_response(&err)
         }
         (None, Err(reason)) => error_response(&ApiError::forbidden(reason)),
+        // Answers are JSON only; kubectl and client-go always accept it.
+        (None, Ok(())) if protobuf_only => error_response(&ApiError::new(
+            406,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json",
+        )),
         (None, Ok(())) => {
             let ctx = RequestContext {
                 shared: &shared,
@@ -217,6 +234,7 @@ async fn handle(
                 content_type: &content_type,
                 raw_body: &body,
                 body: parsed_body.as_ref(),
+                body_error: body_error.as_deref(),
             };
             match dispatch(&ctx, route, &info) {
                 Ok(resp) => resp,
@@ -251,6 +269,8 @@ struct RequestContext<'a> {
     content_type: &'a str,
     raw_body: &'a Bytes,
     body: Option<&'a Value>,
+    /// Why a body in a known encoding could not be decoded.
+    body_error: Option<&'a str>,
 }
 
 impl RequestContext<'_> {
@@ -260,10 +280,16 @@ impl RequestContext<'_> {
             None if self.raw_body.is_empty() => {
                 Err(ApiError::bad_request("the request body is empty"))
             }
-            None => Err(ApiError::bad_request(format!(
-                "the body of the request could not be decoded as {}",
-                self.content_type
-            ))),
+            None => Err(ApiError::bad_request(match self.body_error {
+                Some(why) => format!(
+                    "the body of the request could not be decoded as {}: {why}",
+                    self.content_type
+                ),
+                None => format!(
+                    "the body of the request could not be decoded as {}",
+                    self.content_type
+                ),
+            })),
         }
     }
 

@@ -3,8 +3,12 @@
 use std::path::Path;
 use std::process::Output;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ResourceQuota};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube_testserver::TestServer;
 use serde_json::json;
 
@@ -93,4 +97,161 @@ async fn kubectl_get_and_apply_work() {
         cms.get("applied").await.unwrap().data.unwrap()["key"],
         "three"
     );
+}
+
+/// The commands "Try it without a cluster" invites. kubectl's typed clients send protobuf
+/// (`create namespace|quota|deployment|pdb`), `create -f` sends JSON, `get` asks for tables
+/// and `describe` reads through typed clients.
+#[tokio::test]
+async fn kubectl_create_get_describe_work_as_against_a_cluster() {
+    if !kubectl_available() {
+        eprintln!("skipped: kubectl is not installed");
+        return;
+    }
+    let server = TestServer::start().await;
+    let kc = server.kubeconfig_path();
+    kubectl(kc, &["create", "namespace", "demo"]).await;
+    kubectl(kc, &["-n", "demo", "create", "quota", "q", "--hard=pods=3"]).await;
+    kubectl(
+        kc,
+        &["-n", "demo", "create", "deployment", "web", "--image=pause"],
+    )
+    .await;
+    let pdb_args = ["--selector=app=web", "--min-available=1"];
+    kubectl(
+        kc,
+        &[&["-n", "demo", "create", "pdb", "web"][..], &pdb_args].concat(),
+    )
+    .await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("files.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: files\n---\n\
+         apiVersion: v1\nkind: ResourceQuota\nmetadata:\n  name: q\n  namespace: files\n\
+         spec:\n  hard:\n    pods: \"5\"\n---\n\
+         apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: files\n\
+         spec:\n  replicas: 2\n  selector:\n    matchLabels: {app: web}\n  template:\n\
+         \x20   metadata:\n      labels: {app: web}\n    spec:\n      containers:\n\
+         \x20     - {name: c, image: pause}\n---\n\
+         apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: web\n\
+         \x20 namespace: files\nspec:\n  maxUnavailable: 25%\n  selector:\n    matchLabels: {app: web}\n",
+    )
+    .unwrap();
+    kubectl(kc, &["create", "-f", manifest.to_str().unwrap()]).await;
+
+    let client = server.client();
+    Api::<Namespace>::all(client.clone())
+        .get("demo")
+        .await
+        .unwrap();
+    for (ns, pods) in [("demo", "3"), ("files", "5")] {
+        let quota = Api::<ResourceQuota>::namespaced(client.clone(), ns)
+            .get("q")
+            .await
+            .unwrap();
+        let hard = quota.spec.unwrap().hard.unwrap();
+        assert_eq!(hard["pods"], Quantity(pods.into()), "{ns}");
+    }
+    let web = Api::<Deployment>::namespaced(client.clone(), "demo")
+        .get("web")
+        .await
+        .unwrap();
+    let spec = web.spec;
+    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(spec.selector.match_labels.unwrap()["app"], "web");
+    let containers = spec.template.spec.unwrap().containers;
+    assert_eq!(containers.len(), 1);
+    assert_eq!(
+        (containers[0].name.as_str(), containers[0].image.as_deref()),
+        ("pause", Some("pause"))
+    );
+    // Go leaves out the empty strings protobuf carries for unset fields; so does the server.
+    assert_eq!(containers[0].image_pull_policy, None);
+    let pdb = Api::<PodDisruptionBudget>::namespaced(client.clone(), "demo")
+        .get("web")
+        .await
+        .unwrap();
+    let pdb_spec = pdb.spec.unwrap();
+    assert_eq!(pdb_spec.min_available, Some(IntOrString::Int(1)));
+    assert_eq!(
+        pdb_spec.selector.unwrap().match_labels.unwrap()["app"],
+        "web"
+    );
+    let files_pdb = Api::<PodDisruptionBudget>::namespaced(client.clone(), "files")
+        .get("web")
+        .await
+        .unwrap();
+    assert_eq!(
+        files_pdb.spec.unwrap().max_unavailable,
+        Some(IntOrString::String("25%".into()))
+    );
+
+    for ns in ["demo", "files"] {
+        let out = kubectl(kc, &["-n", ns, "get", "quota,deployments,pdb"]).await;
+        let table = String::from_utf8_lossy(&out.stdout);
+        for name in [
+            "resourcequota/q",
+            "deployment.apps/web",
+            "poddisruptionbudget.policy/web",
+        ] {
+            assert!(table.contains(name), "{ns}: {name} missing in\n{table}");
+        }
+    }
+    let out = kubectl(
+        kc,
+        &["-n", "demo", "get", "deployment", "web", "-o", "json"],
+    )
+    .await;
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json["spec"]["template"]["spec"]["containers"][0]["image"],
+        "pause"
+    );
+
+    let describe = |kind: &'static str| async move {
+        let out = kubectl(kc, &["-n", "demo", "describe", kind]).await;
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // describe lists a quota's status, which the quota controller writes; write it as it would.
+    Api::<ResourceQuota>::namespaced(client.clone(), "demo")
+        .patch_status(
+            "q",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({ "status": { "hard": { "pods": "3" }, "used": { "pods": "0" } } }),
+            ),
+        )
+        .await
+        .unwrap();
+    let quota = describe("quota").await;
+    assert!(
+        quota
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["Name:", "q"]),
+        "{quota}"
+    );
+    assert!(
+        quota
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["pods", "0", "3"]),
+        "{quota}"
+    );
+    let deployment = describe("deployment").await;
+    assert!(
+        deployment.contains("Image:") && deployment.contains("pause"),
+        "{deployment}"
+    );
+    assert!(
+        deployment.contains("Selector:") && deployment.contains("app=web"),
+        "{deployment}"
+    );
+    let pdb = describe("pdb").await;
+    assert!(
+        pdb.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["Min", "available:", "1"]),
+        "{pdb}"
+    );
+    assert!(pdb.contains("app=web"), "{pdb}");
 }
