@@ -140,6 +140,20 @@ fn schema(message: &str) -> Option<&'static [F]> {
             F(3, "binaryData", BytesMap, NonZero),
             F(4, "immutable", Bool, Always),
         ],
+        "Secret" => &[
+            F(1, "metadata", Msg("ObjectMeta"), NonZero),
+            F(2, "data", BytesMap, NonZero),
+            F(3, "type", Str, NonZero),
+            F(4, "stringData", StrMap, NonZero),
+            F(5, "immutable", Bool, Always),
+        ],
+        "Pod" => &[
+            F(1, "metadata", Msg("ObjectMeta"), NonZero),
+            F(2, "spec", Msg("PodSpec"), NonZero),
+            F(3, "status", Msg("PodStatus"), NonZero),
+        ],
+        // Written by the kubelet, not by create: only zeros are expected here.
+        "PodStatus" => &[],
         "ServiceAccount" => &[
             F(1, "metadata", Msg("ObjectMeta"), NonZero),
             F(4, "automountServiceAccountToken", Bool, Always),
@@ -274,6 +288,8 @@ fn kind_message(api_version: &str, kind: &str) -> Option<&'static str> {
         ("v1", "Namespace") => "Namespace",
         ("v1", "ConfigMap") => "ConfigMap",
         ("v1", "ServiceAccount") => "ServiceAccount",
+        ("v1", "Secret") => "Secret",
+        ("v1", "Pod") => "Pod",
         ("v1", "ResourceQuota") => "ResourceQuota",
         ("apps/v1", "Deployment") => "Deployment",
         ("policy/v1", "PodDisruptionBudget") => "PodDisruptionBudget",

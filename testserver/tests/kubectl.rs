@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::Output;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ResourceQuota};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ResourceQuota, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -123,6 +123,25 @@ async fn kubectl_create_get_describe_work_as_against_a_cluster() {
         &[&["-n", "demo", "create", "pdb", "web"][..], &pdb_args].concat(),
     )
     .await;
+    let literal = "--from-literal=key=value";
+    kubectl(kc, &["-n", "demo", "create", "configmap", "cm", literal]).await;
+    kubectl(
+        kc,
+        &["-n", "demo", "create", "secret", "generic", "s", literal],
+    )
+    .await;
+    kubectl(
+        kc,
+        &[
+            "-n",
+            "demo",
+            "run",
+            "solo",
+            "--image=pause",
+            "--labels=app=solo",
+        ],
+    )
+    .await;
 
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("files.yaml");
@@ -178,6 +197,25 @@ async fn kubectl_create_get_describe_work_as_against_a_cluster() {
     assert_eq!(
         pdb_spec.selector.unwrap().match_labels.unwrap()["app"],
         "web"
+    );
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), "demo")
+        .get("cm")
+        .await
+        .unwrap();
+    assert_eq!(cm.data.unwrap()["key"], "value");
+    let secret = Api::<Secret>::namespaced(client.clone(), "demo")
+        .get("s")
+        .await
+        .unwrap();
+    assert_eq!(secret.data.unwrap()["key"].0, b"value");
+    let solo = Api::<Pod>::namespaced(client.clone(), "demo")
+        .get("solo")
+        .await
+        .unwrap();
+    assert_eq!(solo.metadata.labels.unwrap()["app"], "solo");
+    assert_eq!(
+        solo.spec.unwrap().containers[0].image.as_deref(),
+        Some("pause")
     );
     let files_pdb = Api::<PodDisruptionBudget>::namespaced(client.clone(), "files")
         .get("web")
