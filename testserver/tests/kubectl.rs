@@ -12,12 +12,17 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube_testserver::TestServer;
 use serde_json::json;
 
-fn kubectl_available() -> bool {
-    std::process::Command::new("kubectl")
+/// True, with a message saying the test is skipped, when kubectl is not installed.
+fn kubectl_missing() -> bool {
+    let installed = std::process::Command::new("kubectl")
         .arg("version")
         .arg("--client")
         .output()
-        .is_ok_and(|o| o.status.success())
+        .is_ok_and(|o| o.status.success());
+    if !installed {
+        eprintln!("skipped: kubectl is not installed");
+    }
+    !installed
 }
 
 async fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
@@ -38,8 +43,7 @@ async fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
 
 #[tokio::test]
 async fn kubectl_get_and_apply_work() {
-    if !kubectl_available() {
-        eprintln!("skipped: kubectl is not installed");
+    if kubectl_missing() {
         return;
     }
     let server = TestServer::start().await;
@@ -104,8 +108,7 @@ async fn kubectl_get_and_apply_work() {
 /// and `describe` reads through typed clients.
 #[tokio::test]
 async fn kubectl_create_get_describe_work_as_against_a_cluster() {
-    if !kubectl_available() {
-        eprintln!("skipped: kubectl is not installed");
+    if kubectl_missing() {
         return;
     }
     let server = TestServer::start().await;
