@@ -7,7 +7,7 @@ pub mod clock;
 pub mod counter;
 pub mod events;
 pub mod golang;
-pub mod http;
+pub mod serving;
 pub mod index;
 pub mod informer;
 pub mod leader;
