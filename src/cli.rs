@@ -118,7 +118,7 @@ pub struct Options {
     pub secure_port: Option<u16>,
 
     /// Directory of the self-signed serving certificate (kube-controller-manager.crt/.key),
-    /// generated at start when missing; empty keeps it in memory. Ignored with --tls-cert-file
+    /// generated at start when missing; unset keeps it in memory. Ignored with --tls-cert-file
     #[arg(long, value_name = "DIR")]
     pub cert_dir: Option<PathBuf>,
 
@@ -133,17 +133,17 @@ pub struct Options {
 
     /// Client certificates signed by these CAs authenticate as their CommonName (groups:
     /// Organizations). Without it, the cluster's extension-apiserver-authentication ConfigMap
-    /// is read, unless --authentication-skip-lookup
+    /// is read (unless skipped, see below)
     #[arg(long, value_name = "PATH")]
     pub client_ca_file: Option<PathBuf>,
 
-    /// kubeconfig allowed to create tokenreviews.authentication.k8s.io; empty: the in-cluster
+    /// kubeconfig allowed to create tokenreviews.authentication.k8s.io; unset: the in-cluster
     /// config, else bearer tokens are refused
     #[arg(long, value_name = "PATH")]
     pub authentication_kubeconfig: Option<PathBuf>,
 
-    /// kubeconfig allowed to create subjectaccessreviews.authorization.k8s.io; empty: the
-    /// in-cluster config, else only --authorization-always-allow-paths are served
+    /// kubeconfig allowed to create subjectaccessreviews.authorization.k8s.io; unset: the
+    /// in-cluster config, else only the always-allowed paths are served
     #[arg(long, value_name = "PATH")]
     pub authorization_kubeconfig: Option<PathBuf>,
 
@@ -418,12 +418,8 @@ impl Options {
         if port == 0 {
             return Ok(None);
         }
-        let non_empty = |p: &Option<PathBuf>| p.clone().filter(|p| !p.as_os_str().is_empty());
-        let cert_key = match (
-            non_empty(&self.tls_cert_file),
-            non_empty(&self.tls_private_key_file),
-        ) {
-            (Some(cert), Some(key)) => Some((cert, key)),
+        let cert_key = match (&self.tls_cert_file, &self.tls_private_key_file) {
+            (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
             (None, None) => None,
             _ => return Err(CliError::TlsPairIncomplete),
         };
@@ -441,11 +437,11 @@ impl Options {
         }
         Ok(Some(SecureServing {
             addr: SocketAddr::new(self.bind_address, port),
-            cert_dir: non_empty(&self.cert_dir),
+            cert_dir: self.cert_dir.clone(),
             cert_key,
-            client_ca_file: non_empty(&self.client_ca_file),
-            authentication_kubeconfig: non_empty(&self.authentication_kubeconfig),
-            authorization_kubeconfig: non_empty(&self.authorization_kubeconfig),
+            client_ca_file: self.client_ca_file.clone(),
+            authentication_kubeconfig: self.authentication_kubeconfig.clone(),
+            authorization_kubeconfig: self.authorization_kubeconfig.clone(),
             authentication_skip_lookup: self.authentication_skip_lookup,
             token_cache_ttl: self.authentication_token_webhook_cache_ttl.0,
             authorized_cache_ttl: self.authorization_webhook_cache_authorized_ttl.0,
@@ -1378,10 +1374,8 @@ mod tests {
         assert_eq!(custom.authorized_cache_ttl, secs(5));
         assert_eq!(custom.unauthorized_cache_ttl, secs(0));
         assert_eq!(custom.always_allow_paths, ["/healthz", "/debug/*"]);
-        // Empty values are unset, as pflag's string flags.
-        let empty = secure(&["--cert-dir=", "--authorization-always-allow-paths="]).unwrap();
-        assert_eq!(empty.cert_dir, None);
-        assert!(empty.always_allow_paths.is_empty());
+        let none = secure(&["--authorization-always-allow-paths="]).unwrap();
+        assert!(none.always_allow_paths.is_empty());
 
         for (args, expected) in [
             (

@@ -370,9 +370,14 @@ mod tests {
             .iter()
             .map(|n| n.to_string())
             .collect();
+        // x509-parser prints IP addresses as hex bytes: 127.0.0.1, then 10.0.0.7.
         assert_eq!(
             names,
-            ["DNSName(localhost)", "IPAddress(127.0.0.1)", "IPAddress(10.0.0.7)"]
+            [
+                "DNSName(localhost)",
+                "IPAddress(7f:00:00:01)",
+                "IPAddress(0a:00:00:07)"
+            ]
         );
         let validity = server.validity().time_to_expiration().unwrap();
         assert!(validity.whole_days() >= 364 && validity.whole_days() <= 365);
