@@ -12,10 +12,10 @@ use crate::cli::Settings;
 use crate::controllers::{Context, ControllerEntry};
 use crate::runtime::client::{ClientError, build_client, load_config};
 use crate::runtime::clock::{self, Clock};
-use crate::runtime::serving;
 use crate::runtime::informer::Informers;
 use crate::runtime::leader::{LeaderElectionConfig, LeaderElector, default_identity};
 use crate::runtime::metrics::Metrics;
+use crate::runtime::serving;
 
 /// Every controller kcm has. Adding one is one line here.
 /// Every controller kcm runs, with what it needs (API group, RBAC).

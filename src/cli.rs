@@ -1360,7 +1360,10 @@ mod tests {
                 PathBuf::from("/etc/kcm/tls.key")
             ))
         );
-        assert_eq!(custom.client_ca_file, Some(PathBuf::from("/etc/kcm/ca.crt")));
+        assert_eq!(
+            custom.client_ca_file,
+            Some(PathBuf::from("/etc/kcm/ca.crt"))
+        );
         assert_eq!(
             custom.authentication_kubeconfig,
             Some(PathBuf::from("/etc/kcm/authn.conf"))

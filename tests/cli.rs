@@ -44,7 +44,10 @@ fn help_lists_every_flag_with_its_default() {
         ("--authentication-kubeconfig", None),
         ("--authorization-kubeconfig", None),
         ("--authentication-skip-lookup", Some("[default: false]")),
-        ("--authentication-token-webhook-cache-ttl", Some("[default: 10s]")),
+        (
+            "--authentication-token-webhook-cache-ttl",
+            Some("[default: 10s]"),
+        ),
         (
             "--authorization-webhook-cache-authorized-ttl",
             Some("[default: 10s]"),

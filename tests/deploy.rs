@@ -124,7 +124,11 @@ fn every_manifest_parses_into_its_type_with_nothing_left_over() {
     // Prometheus' metrics reader (bound by the operator, not here).
     assert_eq!(kinds["ClusterRole"], CONTROLLERS.len() + 3, "{kinds:?}");
     // Each of kcm's roles but the metrics reader, plus system:auth-delegator.
-    assert_eq!(kinds["ClusterRoleBinding"], CONTROLLERS.len() + 3, "{kinds:?}");
+    assert_eq!(
+        kinds["ClusterRoleBinding"],
+        CONTROLLERS.len() + 3,
+        "{kinds:?}"
+    );
 }
 
 /// The secure port's RBAC: the built-in roles for delegated authentication and authorization
@@ -136,7 +140,10 @@ fn the_secure_port_can_delegate_and_prometheus_can_be_allowed_to_scrape() {
     let delegator: ClusterRoleBinding = one(&objects, "ClusterRoleBinding", "kcm:auth-delegator");
     assert_eq!(delegator.role_ref.kind, "ClusterRole");
     assert_eq!(delegator.role_ref.name, "system:auth-delegator");
-    assert_eq!(serde_json::to_value(&delegator.subjects).unwrap(), kcm_subject);
+    assert_eq!(
+        serde_json::to_value(&delegator.subjects).unwrap(),
+        kcm_subject
+    );
     let reader: RoleBinding = one(&objects, "RoleBinding", "kcm:authentication-reader");
     assert_eq!(reader.metadata.namespace.as_deref(), Some(NAMESPACE));
     assert_eq!(reader.role_ref.kind, "Role");
@@ -164,7 +171,10 @@ fn the_secure_port_can_delegate_and_prometheus_can_be_allowed_to_scrape() {
     let metrics: ClusterRole = one(&objects, "ClusterRole", "kcm:metrics-reader");
     let rules = metrics.rules.unwrap();
     assert_eq!(rules.len(), 1);
-    assert_eq!(rules[0].non_resource_urls, Some(vec!["/metrics".to_string()]));
+    assert_eq!(
+        rules[0].non_resource_urls,
+        Some(vec!["/metrics".to_string()])
+    );
     assert_eq!(rules[0].verbs, ["get"]);
     assert_eq!(rules[0].resources, None);
     assert!(

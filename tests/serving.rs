@@ -46,8 +46,42 @@ impl Drop for Kcm {
     }
 }
 
+/// The server refuses, as RBAC would, reviews and client-CA reads that the built-in roles
+/// deploy/ binds (`system:auth-delegator`, `extension-apiserver-authentication-reader`) do not
+/// allow; the other requests are the controllers', checked by the other suites.
+fn enforce_serving_rbac(server: &TestServer) {
+    use kcm::runtime::rbac::{AUTH_DELEGATOR, AUTHENTICATION_READER, Request, allows};
+    let cluster: Vec<_> = AUTH_DELEGATOR.iter().map(|r| r.policy_rule()).collect();
+    let reader: Vec<_> = AUTHENTICATION_READER
+        .iter()
+        .map(|r| r.policy_rule())
+        .collect();
+    server.authorize(Box::new(move |info, _| {
+        let request = Request {
+            verb: &info.verb,
+            group: &info.group,
+            resource: &info.resource,
+            subresource: &info.subresource,
+            name: &info.name,
+        };
+        let serving = matches!(
+            info.resource.as_str(),
+            "tokenreviews" | "subjectaccessreviews" | "configmaps"
+        );
+        if !serving
+            || allows(&cluster, &request)
+            || (info.namespace == "kube-system" && allows(&reader, &request))
+        {
+            Ok(())
+        } else {
+            Err(format!("{info:?} is not granted to the secure port"))
+        }
+    }));
+}
+
 /// kcm on a free secure port of 127.0.0.1, reviews delegated to `server`.
 fn start_secure(server: &TestServer, extra: &[&str]) -> (Kcm, SocketAddr) {
+    enforce_serving_rbac(server);
     let port = free_port();
     let kubeconfig = server.kubeconfig_path().display().to_string();
     let mut args = vec![
@@ -149,7 +183,12 @@ impl Client {
 
     /// `GET path` over a fresh TLS connection: (status, body), or `None` when the connection
     /// or handshake fails.
-    async fn get(&self, addr: SocketAddr, path: &str, token: Option<&str>) -> Option<(u16, String)> {
+    async fn get(
+        &self,
+        addr: SocketAddr,
+        path: &str,
+        token: Option<&str>,
+    ) -> Option<(u16, String)> {
         let tcp = tokio::net::TcpStream::connect(addr).await.ok()?;
         let connector = tokio_rustls::TlsConnector::from(self.config.clone());
         let name = ServerName::try_from("localhost").unwrap();
@@ -203,41 +242,68 @@ async fn default_flags_serve_only_https_on_10257() {
     assert_eq!(client.status(addr, "/metrics", None).await, Some(401));
     assert_eq!(client.status(addr, "/metrics", Some("t")).await, Some(401));
     // The self-signed certificate is upstream's: localhost@<unix time>.
-    let seen = client.seen.0.lock().unwrap().clone().expect("a certificate");
+    let seen = client
+        .seen
+        .0
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("a certificate");
     let (_, cert) = x509_parser::parse_x509_certificate(&seen).unwrap();
     let cn = cert.subject().iter_common_name().next().unwrap();
     assert!(cn.as_str().unwrap().starts_with("localhost@"));
     // No plain HTTP: neither the old 10258 nor plain HTTP on the secure port.
     assert!(common::http_get(10258, "/healthz").await.is_none());
     let plain = common::http_get(10257, "/healthz").await;
-    assert!(plain.as_ref().is_none_or(|(status, _)| *status != 200), "{plain:?}");
+    assert!(
+        plain.as_ref().is_none_or(|(status, _)| *status != 200),
+        "{plain:?}"
+    );
 }
 
 #[tokio::test]
 async fn metrics_need_a_token_the_api_server_authenticates_and_authorizes() {
     let server = TestServer::start().await;
-    server.reviews().add_token("allowed-token", "prometheus", &["monitoring"]);
+    server
+        .reviews()
+        .add_token("allowed-token", "prometheus", &["monitoring"]);
     server.reviews().add_token("denied-token", "intruder", &[]);
     server.reviews().allow("monitoring", "get", "/metrics");
     let (kcm, addr) = start_secure(&server, &["--authentication-skip-lookup"]);
     let client = Client::insecure(None);
     wait_serving(&client, addr, &kcm).await;
-    assert_eq!(reviews_of(&server, "tokenreviews"), 0, "health needs no review");
+    assert_eq!(
+        reviews_of(&server, "tokenreviews"),
+        0,
+        "health needs no review"
+    );
 
     assert_eq!(client.status(addr, "/metrics", None).await, Some(401));
-    assert_eq!(client.status(addr, "/metrics", Some("unknown")).await, Some(401));
-    let (status, body) = client.get(addr, "/metrics", Some("denied-token")).await.unwrap();
+    assert_eq!(
+        client.status(addr, "/metrics", Some("unknown")).await,
+        Some(401)
+    );
+    let (status, body) = client
+        .get(addr, "/metrics", Some("denied-token"))
+        .await
+        .unwrap();
     assert_eq!(status, 403);
     assert!(
         body.starts_with("forbidden: User \"intruder\" cannot get path \"/metrics\""),
         "{body}"
     );
-    let (status, body) = client.get(addr, "/metrics", Some("allowed-token")).await.unwrap();
+    let (status, body) = client
+        .get(addr, "/metrics", Some("allowed-token"))
+        .await
+        .unwrap();
     assert_eq!(status, 200);
     assert!(body.contains("kcm_store_objects"), "{body}");
     // The always-allowed paths answer with a token too, without a review.
     let reviews_before = reviews_of(&server, "subjectaccessreviews");
-    assert_eq!(client.status(addr, "/readyz", Some("unknown")).await, Some(200));
+    assert_eq!(
+        client.status(addr, "/readyz", Some("unknown")).await,
+        Some(200)
+    );
     assert_eq!(reviews_of(&server, "subjectaccessreviews"), reviews_before);
     // What the SubjectAccessReview asked.
     let review = server
@@ -261,7 +327,9 @@ async fn metrics_need_a_token_the_api_server_authenticates_and_authorizes() {
 #[tokio::test]
 async fn reviews_are_cached_for_their_ttls() {
     let server = TestServer::start().await;
-    server.reviews().add_token("allowed-token", "prometheus", &[]);
+    server
+        .reviews()
+        .add_token("allowed-token", "prometheus", &[]);
     server.reviews().add_token("denied-token", "intruder", &[]);
     server.reviews().allow("prometheus", "get", "/metrics");
     let (kcm, addr) = start_secure(&server, &["--authentication-skip-lookup"]);
@@ -273,12 +341,24 @@ async fn reviews_are_cached_for_their_ttls() {
         let tokens = reviews_of(&server, "tokenreviews");
         let accesses = reviews_of(&server, "subjectaccessreviews");
         // Within the 10 s TTLs: the same answer, and no new review of either kind.
-        assert_eq!(client.status(addr, "/metrics", Some(token)).await, first, "{token}");
+        assert_eq!(
+            client.status(addr, "/metrics", Some(token)).await,
+            first,
+            "{token}"
+        );
         assert_eq!(reviews_of(&server, "tokenreviews"), tokens, "{token}");
-        assert_eq!(reviews_of(&server, "subjectaccessreviews"), accesses, "{token}");
+        assert_eq!(
+            reviews_of(&server, "subjectaccessreviews"),
+            accesses,
+            "{token}"
+        );
     }
     assert_eq!(reviews_of(&server, "tokenreviews"), 3);
-    assert_eq!(reviews_of(&server, "subjectaccessreviews"), 2, "unknown tokens get none");
+    assert_eq!(
+        reviews_of(&server, "subjectaccessreviews"),
+        2,
+        "unknown tokens get none"
+    );
 
     // With zero TTLs every request is reviewed again.
     let (kcm, addr) = start_secure(
@@ -296,17 +376,24 @@ async fn reviews_are_cached_for_their_ttls() {
         reviews_of(&server, "subjectaccessreviews"),
     );
     for _ in 0..2 {
-        assert_eq!(client.status(addr, "/metrics", Some("allowed-token")).await, Some(200));
+        assert_eq!(
+            client.status(addr, "/metrics", Some("allowed-token")).await,
+            Some(200)
+        );
     }
     assert_eq!(reviews_of(&server, "tokenreviews"), tokens + 2);
     assert_eq!(reviews_of(&server, "subjectaccessreviews"), accesses + 2);
 }
 
 /// A CA, and a client certificate it signs for `cn` in organization `org`.
-fn client_identity(cn: &str, org: &str) -> (String, Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
+fn client_identity(
+    cn: &str,
+    org: &str,
+) -> (String, Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
     let mut ca = CertificateParams::default();
     ca.distinguished_name = rcgen::DistinguishedName::new();
-    ca.distinguished_name.push(DnType::CommonName, "test-client-ca");
+    ca.distinguished_name
+        .push(DnType::CommonName, "test-client-ca");
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let ca_key = KeyPair::generate().unwrap();
     let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
@@ -337,7 +424,11 @@ async fn client_certificates_from_client_ca_file_authenticate() {
 
     let carol = Client::insecure(Some((chain, key.clone_key())));
     assert_eq!(carol.status(addr, "/metrics", None).await, Some(200));
-    assert_eq!(reviews_of(&server, "tokenreviews"), 0, "a certificate needs no TokenReview");
+    assert_eq!(
+        reviews_of(&server, "tokenreviews"),
+        0,
+        "a certificate needs no TokenReview"
+    );
     let review = server
         .requests()
         .into_iter()
@@ -374,6 +465,11 @@ async fn the_client_ca_is_looked_up_in_the_cluster_unless_skipped() {
     let (kcm, addr) = start_secure(&server, &[]);
     wait_serving(&Client::insecure(None), addr, &kcm).await;
     assert_eq!(dave.status(addr, "/metrics", None).await, Some(200));
+    assert_eq!(
+        server.count(|r| r.info.resource == "configmaps" && r.code == 403),
+        0,
+        "the lookup stays within extension-apiserver-authentication-reader"
+    );
     drop(kcm);
 
     let (kcm, addr) = start_secure(&server, &["--authentication-skip-lookup"]);
@@ -386,10 +482,7 @@ async fn the_client_ca_is_looked_up_in_the_cluster_unless_skipped() {
 async fn cert_dir_keeps_a_certificate_valid_for_localhost() {
     let server = TestServer::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let (kcm, addr) = start_secure(
-        &server,
-        &[&format!("--cert-dir={}", dir.path().display())],
-    );
+    let (kcm, addr) = start_secure(&server, &[&format!("--cert-dir={}", dir.path().display())]);
     wait_serving(&Client::insecure(None), addr, &kcm).await;
     let chain: Vec<CertificateDer<'static>> =
         CertificateDer::pem_file_iter(dir.path().join("kube-controller-manager.crt"))
@@ -404,8 +497,14 @@ async fn cert_dir_keeps_a_certificate_valid_for_localhost() {
     let (kcm, addr) = start_secure(
         &server,
         &[
-            &format!("--tls-cert-file={}", dir.path().join("kube-controller-manager.crt").display()),
-            &format!("--tls-private-key-file={}", dir.path().join("kube-controller-manager.key").display()),
+            &format!(
+                "--tls-cert-file={}",
+                dir.path().join("kube-controller-manager.crt").display()
+            ),
+            &format!(
+                "--tls-private-key-file={}",
+                dir.path().join("kube-controller-manager.key").display()
+            ),
         ],
     );
     wait_serving(&Client::insecure(None), addr, &kcm).await;
@@ -417,7 +516,10 @@ async fn a_missing_certificate_file_fails_at_start() {
     let server = TestServer::start().await;
     let (kcm, _) = start_secure(
         &server,
-        &["--tls-cert-file=/nonexistent/tls.crt", "--tls-private-key-file=/nonexistent/tls.key"],
+        &[
+            "--tls-cert-file=/nonexistent/tls.crt",
+            "--tls-private-key-file=/nonexistent/tls.key",
+        ],
     );
     let status = tokio::task::spawn_blocking(move || {
         let mut kcm = kcm;
@@ -434,7 +536,10 @@ async fn a_missing_certificate_file_fails_at_start() {
 #[tokio::test]
 async fn port_alone_serves_plain_http_only() {
     let server = TestServer::start().await;
-    let kcm = common::Kcm::start(server.kubeconfig_path(), &["--leader-elect=false", "--controllers=ttl"]);
+    let kcm = common::Kcm::start(
+        server.kubeconfig_path(),
+        &["--leader-elect=false", "--controllers=ttl"],
+    );
     eventually("plain HTTP", DEADLINE, || async {
         kcm.get("/healthz").await.is_some_and(|(s, _)| s == 200)
     })

@@ -401,15 +401,16 @@ fn dispatch(
                 }),
             ))
         }
-        Route::Resource(path) => match ctx.shared.reviews.answer(
-            &path.group,
-            &path.resource,
-            &info.verb,
-            ctx.body,
-        ) {
-            Some(review) => review.map(|answer| json_response(201, &answer)),
-            None => resource_request(ctx, &path, info),
-        },
+        Route::Resource(path) => {
+            match ctx
+                .shared
+                .reviews
+                .answer(&path.group, &path.resource, &info.verb, ctx.body)
+            {
+                Some(review) => review.map(|answer| json_response(201, &answer)),
+                None => resource_request(ctx, &path, info),
+            }
+        }
         Route::OpenApiIndex => Ok(json_response(200, &openapi_index(&store.types()))),
         Route::OpenApiGroupVersion(gv) => Ok(json_response(
             200,

@@ -29,7 +29,10 @@ impl Reviews {
     pub fn add_token(&self, token: &str, user: &str, groups: &[&str]) {
         self.lock().tokens.insert(
             token.to_string(),
-            (user.to_string(), groups.iter().map(|g| g.to_string()).collect()),
+            (
+                user.to_string(),
+                groups.iter().map(|g| g.to_string()).collect(),
+            ),
         );
     }
 

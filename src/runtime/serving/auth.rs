@@ -108,9 +108,10 @@ impl IntoResponse for AuthError {
         };
         let mut response = (code, self.to_string()).into_response();
         if code == StatusCode::UNAUTHORIZED {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, "Bearer".parse().unwrap_or_else(|_| unreachable!()));
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                "Bearer".parse().unwrap_or_else(|_| unreachable!()),
+            );
         }
         response
     }
@@ -156,7 +157,11 @@ impl Guard {
             })
     }
 
-    async fn authenticate(&self, peer: &Peer, authorization: Option<&str>) -> Result<User, AuthError> {
+    async fn authenticate(
+        &self,
+        peer: &Peer,
+        authorization: Option<&str>,
+    ) -> Result<User, AuthError> {
         if let Some(user) = &peer.certificate_user {
             return Ok(user.clone().with_authenticated_group());
         }
@@ -196,7 +201,10 @@ impl Guard {
             return Ok(());
         }
         let denied = |reason: &str| {
-            let base = format!("forbidden: User \"{}\" cannot {verb} path \"{path}\"", user.name);
+            let base = format!(
+                "forbidden: User \"{}\" cannot {verb} path \"{path}\"",
+                user.name
+            );
             if reason.is_empty() {
                 base
             } else {
@@ -396,7 +404,12 @@ mod tests {
             .with_authenticated_group()
         };
         assert_eq!(user(&[]).groups, [AUTHENTICATED]);
-        assert!(guard.authorize(&user(&[MASTERS]), "get", "/metrics").await.is_ok());
+        assert!(
+            guard
+                .authorize(&user(&[MASTERS]), "get", "/metrics")
+                .await
+                .is_ok()
+        );
         match guard.authorize(&user(&[]), "get", "/metrics").await {
             Err(AuthError::Forbidden(message)) => assert_eq!(
                 message,

@@ -24,7 +24,8 @@ use super::metrics::Metrics;
 use crate::cli::SecureServing;
 
 /// Where the API server publishes the client CA for delegated authentication.
-const AUTHENTICATION_CONFIGMAP: (&str, &str) = ("kube-system", "extension-apiserver-authentication");
+const AUTHENTICATION_CONFIGMAP: (&str, &str) =
+    ("kube-system", "extension-apiserver-authentication");
 
 /// Says why the process is not ready, or `Ok` when it is.
 pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
@@ -222,7 +223,9 @@ async fn client_ca(
     }
     let (namespace, name) = AUTHENTICATION_CONFIGMAP;
     let Some(client) = client else {
-        tracing::warn!("no --authentication-kubeconfig to look up client-ca-file in configmap/{name} in {namespace}: client certificate authentication is off");
+        tracing::warn!(
+            "no --authentication-kubeconfig to look up client-ca-file in configmap/{name} in {namespace}: client certificate authentication is off"
+        );
         return Ok(None);
     };
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
@@ -235,7 +238,9 @@ async fn client_ca(
         }
     };
     let Some(pem) = pem else {
-        tracing::warn!("configmap/{name} in {namespace} has no client-ca-file: client certificate authentication is off");
+        tracing::warn!(
+            "configmap/{name} in {namespace} has no client-ca-file: client certificate authentication is off"
+        );
         return Ok(None);
     };
     match tls::parse_ca_bundle("client-ca-file", pem.as_bytes()) {

@@ -104,12 +104,11 @@ impl ServingCert {
                 path: "generated certificate".into(),
                 source,
             })?;
-        let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|source| {
-            TlsError::Read {
+        let key =
+            PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|source| TlsError::Read {
                 path: "generated key".into(),
                 source,
-            }
-        })?;
+            })?;
         Ok(Self { chain, key })
     }
 }
@@ -240,9 +239,7 @@ pub struct Peer {
     pub certificate_user: Option<User>,
 }
 
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsListener>>
-    for Peer
-{
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsListener>> for Peer {
     fn connect_info(stream: axum::serve::IncomingStream<'_, TlsListener>) -> Self {
         stream.remote_addr().clone()
     }
@@ -254,7 +251,12 @@ fn certificate_user(stream: &TlsStream<TcpStream>) -> Option<User> {
     let der = stream.get_ref().1.peer_certificates()?.first()?;
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = cert.subject();
-    let name = subject.iter_common_name().next()?.as_str().ok()?.to_string();
+    let name = subject
+        .iter_common_name()
+        .next()?
+        .as_str()
+        .ok()?
+        .to_string();
     if name.is_empty() {
         return None;
     }
@@ -399,7 +401,10 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600);
         }
         let second = ServingCert::self_signed(unspecified, Some(dir.path())).unwrap();
-        assert_eq!(first.chain, second.chain, "the second start reuses the pair");
+        assert_eq!(
+            first.chain, second.chain,
+            "the second start reuses the pair"
+        );
     }
 
     #[test]
