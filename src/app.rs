@@ -1,4 +1,4 @@
-//! Wires the process: client → HTTP → leader election → controllers → shutdown.
+//! Wires the process: client → serving (HTTPS, plain HTTP) → leader election → controllers → shutdown.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,10 +12,10 @@ use crate::cli::Settings;
 use crate::controllers::{Context, ControllerEntry};
 use crate::runtime::client::{ClientError, build_client, load_config};
 use crate::runtime::clock::{self, Clock};
-use crate::runtime::http;
 use crate::runtime::informer::Informers;
 use crate::runtime::leader::{LeaderElectionConfig, LeaderElector, default_identity};
 use crate::runtime::metrics::Metrics;
+use crate::runtime::serving;
 
 /// Every controller kcm has. Adding one is one line here.
 /// Every controller kcm runs, with what it needs (API group, RBAC).
@@ -36,11 +36,8 @@ pub enum AppError {
     Client(#[from] ClientError),
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
-    #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        addr: std::net::SocketAddr,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Serving(#[from] serving::ServingError),
     #[error("leader election: {0}")]
     Leader(String),
     #[error("controller {0} failed: {1}")]
@@ -125,20 +122,21 @@ pub async fn run_with_client(
     // Standbys are ready (they are healthy, waiting for the lease); a leader is ready once
     // every store it started has synced.
     let leading = Arc::new(AtomicBool::new(false));
+    let ready_informers = informers.clone();
+    let ready_leading = leading.clone();
+    let readiness: serving::Readiness = Arc::new(move || {
+        let unsynced = ready_informers.unsynced();
+        if !ready_leading.load(Ordering::SeqCst) || unsynced.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("stores not synced: {}", unsynced.join(", ")))
+        }
+    });
+    if let Some(secure) = &settings.secure_serving {
+        serving::serve_secure(secure, metrics.clone(), readiness.clone(), stop.clone()).await?;
+    }
     if let Some(addr) = settings.http_listener {
-        let ready_informers = informers.clone();
-        let ready_leading = leading.clone();
-        let readiness: http::Readiness = Arc::new(move || {
-            let unsynced = ready_informers.unsynced();
-            if !ready_leading.load(Ordering::SeqCst) || unsynced.is_empty() {
-                Ok(())
-            } else {
-                Err(format!("stores not synced: {}", unsynced.join(", ")))
-            }
-        });
-        http::serve(addr, metrics.clone(), readiness, stop.clone())
-            .await
-            .map_err(|source| AppError::Listen { addr, source })?;
+        serving::serve_plain(addr, metrics.clone(), readiness, stop.clone()).await?;
     }
 
     let elector = settings.leader_election.as_ref().map(|le| {

@@ -19,6 +19,13 @@ parentheses): resourcequota-controller (resourcequota), resourceclaim-controller
 (resource-claim-controller), disruption-controller (disruption), ttl-controller (ttl), \
 storageversion-garbage-collector-controller (storage-version-gc)";
 
+const SECURE_PORT_HELP: &str = "Port of the HTTPS listener (/metrics needs a client \
+certificate or bearer token the API server authenticates and authorizes; the always-allowed \
+paths need nothing); 0 disables it. Off by default when --port is given [default: 10257]";
+
+/// kube-controller-manager's `--secure-port` default.
+pub const DEFAULT_SECURE_PORT: u16 = 10257;
+
 const FEATURE_GATES_HELP: &str = "Feature gates as comma-separated NAME=BOOL pairs; may be \
 repeated. Known gates: APIServerIdentity (default true), DRAAdminAccess (default true), \
 DRAPrioritizedList (default true), DRAWorkloadResourceClaims (default false), \
@@ -103,13 +110,82 @@ pub struct Options {
     #[arg(long, value_name = "NAME", default_value = "kcm")]
     pub leader_elect_resource_name: String,
 
-    /// Address of the HTTP listener (/metrics, /healthz, /livez, /readyz)
+    /// Address the secure port (and --port) listen on; 0.0.0.0 or :: for all interfaces
     #[arg(long, value_name = "IP", default_value = "0.0.0.0")]
     pub bind_address: IpAddr,
 
-    /// Port of the HTTP listener; 0 disables it
-    #[arg(long, value_name = "PORT", default_value_t = 10258)]
-    pub port: u16,
+    #[arg(long, value_name = "PORT", help = SECURE_PORT_HELP)]
+    pub secure_port: Option<u16>,
+
+    /// Directory of the self-signed serving certificate (kube-controller-manager.crt/.key),
+    /// generated at start when missing; unset keeps it in memory. Ignored with --tls-cert-file
+    #[arg(long, value_name = "DIR")]
+    pub cert_dir: Option<PathBuf>,
+
+    /// PEM serving certificate (then intermediates) for the secure port; with
+    /// --tls-private-key-file. Without both, a self-signed certificate is generated
+    #[arg(long, value_name = "PATH")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert-file
+    #[arg(long, value_name = "PATH")]
+    pub tls_private_key_file: Option<PathBuf>,
+
+    /// Client certificates signed by these CAs authenticate as their CommonName (groups:
+    /// Organizations). Without it, the cluster's extension-apiserver-authentication ConfigMap
+    /// is read (unless skipped, see below)
+    #[arg(long, value_name = "PATH")]
+    pub client_ca_file: Option<PathBuf>,
+
+    /// kubeconfig allowed to create tokenreviews.authentication.k8s.io; unset: the in-cluster
+    /// config, else bearer tokens are refused
+    #[arg(long, value_name = "PATH")]
+    pub authentication_kubeconfig: Option<PathBuf>,
+
+    /// kubeconfig allowed to create subjectaccessreviews.authorization.k8s.io; unset: the
+    /// in-cluster config, else only the always-allowed paths are served
+    #[arg(long, value_name = "PATH")]
+    pub authorization_kubeconfig: Option<PathBuf>,
+
+    /// Do not look up the client CA in the cluster (--client-ca-file stays in effect)
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value_t = false,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        require_equals = true,
+        action = ArgAction::Set,
+        value_parser = parse_go_bool
+    )]
+    pub authentication_skip_lookup: bool,
+
+    /// How long TokenReview answers are cached
+    #[arg(long, value_name = "DURATION", default_value_t = GoDuration(Duration::from_secs(10)))]
+    pub authentication_token_webhook_cache_ttl: GoDuration,
+
+    /// How long 'authorized' SubjectAccessReview answers are cached
+    #[arg(long, value_name = "DURATION", default_value_t = GoDuration(Duration::from_secs(10)))]
+    pub authorization_webhook_cache_authorized_ttl: GoDuration,
+
+    /// How long 'unauthorized' SubjectAccessReview answers are cached
+    #[arg(long, value_name = "DURATION", default_value_t = GoDuration(Duration::from_secs(10)))]
+    pub authorization_webhook_cache_unauthorized_ttl: GoDuration,
+
+    /// Paths served on the secure port without authentication or authorization, comma-separated;
+    /// a trailing '*' matches a prefix
+    #[arg(
+        long,
+        value_name = "PATHS",
+        value_delimiter = ',',
+        default_value = "/healthz,/readyz,/livez"
+    )]
+    pub authorization_always_allow_paths: Vec<String>,
+
+    /// Port of a plain-HTTP listener without TLS or authentication, for development; off
+    /// unless given (0 also off). With it, the secure port runs only if --secure-port is given
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
 
     /// Sustained queries per second to the API server (must be > 0)
     #[arg(long, value_name = "QPS", default_value_t = 20.0)]
@@ -166,14 +242,34 @@ pub struct Settings {
     pub concurrent_disruption_syncs: NonZeroU32,
     /// `None` when `--leader-elect=false` or `--shadow`.
     pub leader_election: Option<LeaderElection>,
-    /// `None` when `--port=0`.
+    /// The plain-HTTP listener: `None` unless `--port` is given and not 0.
     pub http_listener: Option<SocketAddr>,
+    /// The HTTPS listener: `None` with `--secure-port=0`, or with `--port` and no `--secure-port`.
+    pub secure_serving: Option<SecureServing>,
     /// Finite and > 0.
     pub kube_api_qps: f32,
     pub kube_api_burst: NonZeroU32,
     pub shadow: bool,
     pub log_format: LogFormat,
     pub verbosity: u8,
+}
+
+/// The secure port and its delegated authentication and authorization, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecureServing {
+    pub addr: SocketAddr,
+    /// `None`: the self-signed certificate stays in memory.
+    pub cert_dir: Option<PathBuf>,
+    /// `--tls-cert-file` and `--tls-private-key-file`; `None`: self-signed.
+    pub cert_key: Option<(PathBuf, PathBuf)>,
+    pub client_ca_file: Option<PathBuf>,
+    pub authentication_kubeconfig: Option<PathBuf>,
+    pub authorization_kubeconfig: Option<PathBuf>,
+    pub authentication_skip_lookup: bool,
+    pub token_cache_ttl: Duration,
+    pub authorized_cache_ttl: Duration,
+    pub unauthorized_cache_ttl: Duration,
+    pub always_allow_paths: Vec<String>,
 }
 
 /// Validated leader-election timing (client-go's rules hold) and Lease location.
@@ -246,6 +342,12 @@ pub enum CliError {
         "invalid boolean {value:?}: expect true or false (or 1, 0, t, f, TRUE, FALSE, True, False)"
     )]
     InvalidBool { value: String },
+
+    #[error("--tls-cert-file and --tls-private-key-file must be given together")]
+    TlsPairIncomplete,
+
+    #[error("--authorization-always-allow-paths: only a trailing * is allowed in {path:?}")]
+    AlwaysAllowPathWildcard { path: String },
 }
 
 impl Options {
@@ -293,13 +395,59 @@ impl Options {
             concurrent_resourceclaim_syncs,
             concurrent_disruption_syncs,
             leader_election,
-            http_listener: (self.port != 0).then(|| SocketAddr::new(self.bind_address, self.port)),
+            http_listener: self
+                .port
+                .filter(|&port| port != 0)
+                .map(|port| SocketAddr::new(self.bind_address, port)),
+            secure_serving: self.secure_serving()?,
             kube_api_qps: self.kube_api_qps,
             kube_api_burst,
             shadow: self.shadow,
             log_format: self.log_format,
             verbosity: self.verbosity,
         })
+    }
+
+    fn secure_serving(&self) -> Result<Option<SecureServing>, CliError> {
+        // Plain HTTP asked for (development): HTTPS only when asked for too.
+        let port = match (self.secure_port, self.port) {
+            (Some(port), _) => port,
+            (None, Some(_)) => 0,
+            (None, None) => DEFAULT_SECURE_PORT,
+        };
+        if port == 0 {
+            return Ok(None);
+        }
+        let cert_key = match (&self.tls_cert_file, &self.tls_private_key_file) {
+            (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
+            (None, None) => None,
+            _ => return Err(CliError::TlsPairIncomplete),
+        };
+        let always_allow_paths: Vec<String> = self
+            .authorization_always_allow_paths
+            .iter()
+            .filter(|p| !p.is_empty())
+            .cloned()
+            .collect();
+        if let Some(path) = always_allow_paths
+            .iter()
+            .find(|p| p.find('*').is_some_and(|at| at != p.len() - 1))
+        {
+            return Err(CliError::AlwaysAllowPathWildcard { path: path.clone() });
+        }
+        Ok(Some(SecureServing {
+            addr: SocketAddr::new(self.bind_address, port),
+            cert_dir: self.cert_dir.clone(),
+            cert_key,
+            client_ca_file: self.client_ca_file.clone(),
+            authentication_kubeconfig: self.authentication_kubeconfig.clone(),
+            authorization_kubeconfig: self.authorization_kubeconfig.clone(),
+            authentication_skip_lookup: self.authentication_skip_lookup,
+            token_cache_ttl: self.authentication_token_webhook_cache_ttl.0,
+            authorized_cache_ttl: self.authorization_webhook_cache_authorized_ttl.0,
+            unauthorized_cache_ttl: self.authorization_webhook_cache_unauthorized_ttl.0,
+            always_allow_paths,
+        }))
     }
 
     fn leader_election(&self) -> Result<LeaderElection, CliError> {
@@ -922,9 +1070,22 @@ mod tests {
                 resource_name: "kcm".to_owned(),
             })
         );
+        assert_eq!(settings.http_listener, None, "no plain HTTP by default");
         assert_eq!(
-            settings.http_listener,
-            Some("0.0.0.0:10258".parse().unwrap())
+            settings.secure_serving,
+            Some(SecureServing {
+                addr: "0.0.0.0:10257".parse().unwrap(),
+                cert_dir: None,
+                cert_key: None,
+                client_ca_file: None,
+                authentication_kubeconfig: None,
+                authorization_kubeconfig: None,
+                authentication_skip_lookup: false,
+                token_cache_ttl: secs(10),
+                authorized_cache_ttl: secs(10),
+                unauthorized_cache_ttl: secs(10),
+                always_allow_paths: vec!["/healthz".into(), "/readyz".into(), "/livez".into()],
+            })
         );
         assert_eq!(settings.kube_api_qps, 20.0);
         assert_eq!(settings.kube_api_burst.get(), 30);
@@ -943,7 +1104,7 @@ mod tests {
             "[default: 10s]",
             "[default: 2s]",
             "[default: *]",
-            "[default: 10258]",
+            "[default: 10257]",
             "[default: true]",
             "[default: text]",
         ] {
@@ -1162,6 +1323,82 @@ mod tests {
         assert!(parse(&["--log-format=xml"]).is_err());
         assert!(parse(&["--resource-quota-sync-period=5"]).is_err());
         assert!(parse(&["--resource-quota-sync-period=-5s"]).is_err());
+    }
+
+    #[test]
+    fn serving_flags_resolve() {
+        let secure = |args: &[&str]| settings(args).unwrap().secure_serving;
+        // --port alone is development mode: plain HTTP only.
+        assert_eq!(secure(&["--port=10258"]), None);
+        assert_eq!(
+            settings(&["--port=10258"]).unwrap().http_listener,
+            Some("0.0.0.0:10258".parse().unwrap())
+        );
+        assert_eq!(secure(&["--secure-port=0"]), None);
+        let both = secure(&["--port=0", "--secure-port=9443", "--bind-address=127.0.0.1"]).unwrap();
+        assert_eq!(both.addr, "127.0.0.1:9443".parse().unwrap());
+
+        let custom = secure(&[
+            "--cert-dir=/var/run/kcm",
+            "--tls-cert-file=/etc/kcm/tls.crt",
+            "--tls-private-key-file=/etc/kcm/tls.key",
+            "--client-ca-file=/etc/kcm/ca.crt",
+            "--authentication-kubeconfig=/etc/kcm/authn.conf",
+            "--authorization-kubeconfig=/etc/kcm/authz.conf",
+            "--authentication-skip-lookup",
+            "--authentication-token-webhook-cache-ttl=1m",
+            "--authorization-webhook-cache-authorized-ttl=5s",
+            "--authorization-webhook-cache-unauthorized-ttl=0s",
+            "--authorization-always-allow-paths=/healthz,/debug/*",
+        ])
+        .unwrap();
+        assert_eq!(custom.cert_dir, Some(PathBuf::from("/var/run/kcm")));
+        assert_eq!(
+            custom.cert_key,
+            Some((
+                PathBuf::from("/etc/kcm/tls.crt"),
+                PathBuf::from("/etc/kcm/tls.key")
+            ))
+        );
+        assert_eq!(
+            custom.client_ca_file,
+            Some(PathBuf::from("/etc/kcm/ca.crt"))
+        );
+        assert_eq!(
+            custom.authentication_kubeconfig,
+            Some(PathBuf::from("/etc/kcm/authn.conf"))
+        );
+        assert_eq!(
+            custom.authorization_kubeconfig,
+            Some(PathBuf::from("/etc/kcm/authz.conf"))
+        );
+        assert!(custom.authentication_skip_lookup);
+        assert_eq!(custom.token_cache_ttl, secs(60));
+        assert_eq!(custom.authorized_cache_ttl, secs(5));
+        assert_eq!(custom.unauthorized_cache_ttl, secs(0));
+        assert_eq!(custom.always_allow_paths, ["/healthz", "/debug/*"]);
+        let none = secure(&["--authorization-always-allow-paths="]).unwrap();
+        assert!(none.always_allow_paths.is_empty());
+
+        for (args, expected) in [
+            (
+                &["--tls-cert-file=/a.crt"][..],
+                "--tls-cert-file and --tls-private-key-file must be given together",
+            ),
+            (
+                &["--tls-private-key-file=/a.key"][..],
+                "--tls-cert-file and --tls-private-key-file must be given together",
+            ),
+            (
+                &["--authorization-always-allow-paths=/a*b"][..],
+                "only a trailing * is allowed in \"/a*b\"",
+            ),
+        ] {
+            let error = settings(args).unwrap_err().to_string();
+            assert!(error.contains(expected), "{args:?}: {error}");
+        }
+        assert!(parse(&["--secure-port=70000"]).is_err());
+        assert!(parse(&["--authentication-skip-lookup", "true"]).is_err());
     }
 
     #[test]

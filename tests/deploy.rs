@@ -120,9 +120,67 @@ fn every_manifest_parses_into_its_type_with_nothing_left_over() {
         }
         *kinds.entry(kind).or_default() += 1;
     }
-    // Five controllers and the shared informers, plus the shadow variant's read-only role.
-    assert_eq!(kinds["ClusterRole"], CONTROLLERS.len() + 2, "{kinds:?}");
-    assert_eq!(kinds["ClusterRoleBinding"], kinds["ClusterRole"]);
+    // Five controllers and the shared informers, the shadow variant's read-only role, and
+    // Prometheus' metrics reader (bound by the operator, not here).
+    assert_eq!(kinds["ClusterRole"], CONTROLLERS.len() + 3, "{kinds:?}");
+    // Each of kcm's roles but the metrics reader, plus system:auth-delegator.
+    assert_eq!(
+        kinds["ClusterRoleBinding"],
+        CONTROLLERS.len() + 3,
+        "{kinds:?}"
+    );
+}
+
+/// The secure port's RBAC: the built-in roles for delegated authentication and authorization
+/// bound to kcm, and a role for Prometheus that grants only `get /metrics`.
+#[test]
+fn the_secure_port_can_delegate_and_prometheus_can_be_allowed_to_scrape() {
+    let objects = objects();
+    let kcm_subject = serde_json::json!([{ "kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE }]);
+    let delegator: ClusterRoleBinding = one(&objects, "ClusterRoleBinding", "kcm:auth-delegator");
+    assert_eq!(delegator.role_ref.kind, "ClusterRole");
+    assert_eq!(delegator.role_ref.name, "system:auth-delegator");
+    assert_eq!(
+        serde_json::to_value(&delegator.subjects).unwrap(),
+        kcm_subject
+    );
+    let reader: RoleBinding = one(&objects, "RoleBinding", "kcm:authentication-reader");
+    assert_eq!(reader.metadata.namespace.as_deref(), Some(NAMESPACE));
+    assert_eq!(reader.role_ref.kind, "Role");
+    assert_eq!(
+        reader.role_ref.name,
+        "extension-apiserver-authentication-reader"
+    );
+    assert_eq!(serde_json::to_value(&reader.subjects).unwrap(), kcm_subject);
+    // The built-in roles grant what kcm's secure port asks for (the table the serving tests
+    // hold the server to).
+    let delegated = grants(&table_rules(kcm::runtime::rbac::AUTH_DELEGATOR));
+    assert!(delegated.contains(&(
+        "authentication.k8s.io".into(),
+        "tokenreviews".into(),
+        "create".into(),
+        String::new()
+    )));
+    assert!(delegated.contains(&(
+        "authorization.k8s.io".into(),
+        "subjectaccessreviews".into(),
+        "create".into(),
+        String::new()
+    )));
+
+    let metrics: ClusterRole = one(&objects, "ClusterRole", "kcm:metrics-reader");
+    let rules = metrics.rules.unwrap();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(
+        rules[0].non_resource_urls,
+        Some(vec!["/metrics".to_string()])
+    );
+    assert_eq!(rules[0].verbs, ["get"]);
+    assert_eq!(rules[0].resources, None);
+    assert!(
+        named(&objects, "ClusterRoleBinding", "kcm:metrics-reader").is_empty(),
+        "Prometheus' service account differs per cluster; the README shows the binding"
+    );
 }
 
 #[test]
@@ -179,10 +237,10 @@ fn every_role_is_bound_to_kcms_service_account() {
         value["subjects"]
             == serde_json::json!([{ "kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE }])
     };
-    for (_, value) in objects
-        .iter()
-        .filter(|(_, v)| v["kind"] == "ClusterRole" || v["kind"] == "Role")
-    {
+    for (_, value) in objects.iter().filter(|(_, v)| {
+        (v["kind"] == "ClusterRole" || v["kind"] == "Role")
+            && v["metadata"]["name"] != "kcm:metrics-reader"
+    }) {
         let name = value["metadata"]["name"].as_str().unwrap();
         let binding_kind = format!("{}Binding", value["kind"].as_str().unwrap());
         let bindings = named(&objects, &binding_kind, name);
@@ -244,9 +302,14 @@ fn the_deployment_runs_kcm_hardened_with_flags_kcm_accepts() {
             .is_some_and(|n| n.contains(&lease.resource_name))),
         "the Role names the lease kcm uses"
     );
-    let port = settings.http_listener.expect("metrics served").port();
+    // Only the secure port, on upstream's 10257, with in-cluster delegation.
+    assert_eq!(settings.http_listener, None, "no plain HTTP");
+    let secure = settings.secure_serving.expect("the secure port serves");
+    assert_eq!(secure.addr.port(), 10257);
+    assert_eq!(secure.authentication_kubeconfig, None);
+    assert_eq!(secure.authorization_kubeconfig, None);
     let ports = container.ports.clone().unwrap();
-    assert_eq!(ports[0].container_port, i32::from(port));
+    assert_eq!(ports[0].container_port, i32::from(secure.addr.port()));
     let metrics_port = ports[0].name.clone().unwrap();
     let probe_path = |probe: Option<k8s_openapi::api::core::v1::Probe>| {
         let http = probe.and_then(|p| p.http_get).unwrap();
@@ -254,7 +317,10 @@ fn the_deployment_runs_kcm_hardened_with_flags_kcm_accepts() {
             serde_json::to_value(&http.port).unwrap(),
             Value::String(metrics_port.clone())
         );
-        http.path.unwrap()
+        assert_eq!(http.scheme.as_deref(), Some("HTTPS"));
+        let path = http.path.unwrap();
+        assert!(secure.always_allow_paths.contains(&path), "{path}");
+        path
     };
     assert_eq!(probe_path(container.liveness_probe.clone()), "/livez");
     assert_eq!(probe_path(container.readiness_probe.clone()), "/readyz");
@@ -270,9 +336,13 @@ fn the_deployment_runs_kcm_hardened_with_flags_kcm_accepts() {
         Value::String(metrics_port.clone())
     );
     let monitor = &named(&objects, "ServiceMonitor", "kcm")[0].1;
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["port"].as_str(), service_port.name.as_deref());
+    assert_eq!(endpoint["scheme"], "https");
+    assert_eq!(endpoint["path"], "/metrics");
     assert_eq!(
-        monitor["spec"]["endpoints"][0]["port"].as_str(),
-        service_port.name.as_deref()
+        endpoint["bearerTokenFile"],
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
     );
     let service_labels = serde_json::to_value(service.metadata.labels.unwrap()).unwrap();
     assert_eq!(monitor["spec"]["selector"]["matchLabels"], service_labels);

@@ -53,6 +53,23 @@ pub const EVENTS: Rule = Rule::new(
     &["create", "update", "patch"],
 );
 
+/// What the built-in ClusterRole `system:auth-delegator` grants, and the secure port's
+/// delegated authentication and authorization use: TokenReviews and SubjectAccessReviews.
+pub const AUTH_DELEGATOR: &[Rule] = &[
+    Rule::new(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
+    Rule::new(
+        &["authorization.k8s.io"],
+        &["subjectaccessreviews"],
+        &["create"],
+    ),
+];
+
+/// What the built-in Role `kube-system/extension-apiserver-authentication-reader` grants
+/// that the secure port uses: reading the client CA the API server publishes.
+pub const AUTHENTICATION_READER: &[Rule] =
+    &[Rule::new(&[""], &["configmaps"], &["get", "list", "watch"])
+        .named(&["extension-apiserver-authentication"])];
+
 /// The verbs that change nothing.
 pub const READ_VERBS: &[&str] = &["get", "list", "watch"];
 

@@ -28,6 +28,7 @@ pub const KUBERNETES_VERSION: (&str, &str) = ("1", "36");
 pub(crate) struct Shared {
     pub store: Arc<Store>,
     pub faults: Arc<Faults>,
+    pub reviews: Arc<crate::reviews::Reviews>,
     pub addr: SocketAddr,
 }
 
@@ -426,7 +427,16 @@ fn dispatch(
                 }),
             ))
         }
-        Route::Resource(path) => resource_request(ctx, &path, info),
+        Route::Resource(path) => {
+            match ctx
+                .shared
+                .reviews
+                .answer(&path.group, &path.resource, &info.verb, ctx.body)
+            {
+                Some(review) => review.map(|answer| json_response(201, &answer)),
+                None => resource_request(ctx, &path, info),
+            }
+        }
         Route::OpenApiIndex => Ok(json_response(200, &openapi_index(&store.types()))),
         Route::OpenApiGroupVersion(gv) => Ok(json_response(
             200,

@@ -11,6 +11,7 @@ mod faults;
 mod http;
 pub mod patch;
 mod resources;
+mod reviews;
 pub mod selector;
 mod store;
 pub mod testing;
@@ -27,6 +28,7 @@ use tokio::task::JoinHandle;
 pub use error::ApiError;
 pub use faults::{Authorizer, Fault, Faults, RequestInfo, RequestRecord};
 pub use resources::{ResourceType, ScalePaths, ScaleSelector};
+pub use reviews::Reviews;
 pub use store::{Store, get_path};
 
 /// How a server behaves; the defaults suit most tests.
@@ -57,6 +59,7 @@ impl Default for Options {
 pub struct TestServer {
     store: Arc<Store>,
     faults: Arc<Faults>,
+    reviews: Arc<Reviews>,
     addr: SocketAddr,
     kubeconfig: PathBuf,
     stop: Option<oneshot::Sender<()>>,
@@ -81,9 +84,11 @@ impl TestServer {
         let addr = listener.local_addr()?;
         let store = Arc::new(Store::new(options.event_window));
         let faults = Arc::new(Faults::default());
+        let reviews = Arc::new(Reviews::default());
         let shared = Arc::new(http::Shared {
             store: store.clone(),
             faults: faults.clone(),
+            reviews: reviews.clone(),
             addr,
         });
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
@@ -120,6 +125,7 @@ impl TestServer {
         Ok(Self {
             store,
             faults,
+            reviews,
             addr,
             kubeconfig,
             stop: Some(stop_tx),
@@ -157,6 +163,11 @@ impl TestServer {
 
     pub fn faults(&self) -> &Faults {
         &self.faults
+    }
+
+    /// The tables TokenReviews and SubjectAccessReviews are answered from.
+    pub fn reviews(&self) -> &Reviews {
+        &self.reviews
     }
 
     /// Shorthand for `faults().add(fault)`.
