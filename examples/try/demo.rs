@@ -134,10 +134,13 @@ impl Demo {
             }
             Step::FinishJobs => {
                 // The kubelet's part: the containers exited 0.
-                let done = Patch::Merge(json!({ "status": { "phase": "Succeeded", "conditions": [{ "type": "Ready", "status": "False", "reason": "PodCompleted" }] } }));
+                let done = Patch::Merge(
+                    json!({ "status": { "phase": "Succeeded", "conditions": [{ "type": "Ready", "status": "False", "reason": "PodCompleted" }] } }),
+                );
                 let pods = Api::<Pod>::namespaced(self.client.clone(), "batch");
                 for name in ["job-1", "job-2"] {
-                    pods.patch_status(name, &PatchParams::default(), &done).await?;
+                    pods.patch_status(name, &PatchParams::default(), &done)
+                        .await?;
                 }
             }
             Step::AddNodes => {
@@ -161,9 +164,26 @@ impl Demo {
         Ok(())
     }
 
-    /// Whether kcm stopped by itself (it failed); its error, if so.
+    /// Whether kcm has stopped by itself (it failed; its log says why).
     pub fn kcm_failed(&self) -> bool {
         self.kcm.as_ref().is_some_and(|k| k.is_finished())
+    }
+
+    /// The whole script without pauses: each step once the table has settled (unchanged
+    /// for `quiet`), `announce` told first; returns the table the script ends with.
+    pub async fn script(
+        &self,
+        quiet: Duration,
+        deadline: Duration,
+        mut announce: impl FnMut(Step),
+    ) -> Result<String, Error> {
+        self.settle(quiet, deadline).await?;
+        for step in SCRIPT {
+            announce(step);
+            self.run_step(step).await?;
+            self.settle(quiet, deadline).await?;
+        }
+        self.table().await
     }
 
     /// Waits until the table has not changed for `quiet`, then returns it.
@@ -204,7 +224,13 @@ impl Demo {
 
 /// Rows with columns padded to the widest cell, two spaces apart.
 fn columns(rows: &[Vec<String>]) -> String {
-    let width = |i: usize| rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).max().unwrap_or(0);
+    let width = |i: usize| {
+        rows.iter()
+            .filter_map(|r| r.get(i))
+            .map(|c| c.chars().count())
+            .max()
+            .unwrap_or(0)
+    };
     let mut out = String::new();
     for row in rows {
         let cells: Vec<String> = row
@@ -232,7 +258,11 @@ async fn quota_rows(client: &Client) -> Result<String, Error> {
     for quota in &quotas {
         let spec = quota.spec.clone().unwrap_or_default();
         let status = quota.status.clone().unwrap_or_default();
-        let mut name = format!("{}/{}", quota.namespace().unwrap_or_default(), quota.name_any());
+        let mut name = format!(
+            "{}/{}",
+            quota.namespace().unwrap_or_default(),
+            quota.name_any()
+        );
         if let Some(scopes) = spec.scopes.filter(|s| !s.is_empty()) {
             name += &format!(" [{}]", scopes.join(","));
         }
@@ -240,11 +270,17 @@ async fn quota_rows(client: &Client) -> Result<String, Error> {
         let used = status.used.unwrap_or_default();
         let status_hard = status.hard.unwrap_or_default();
         for (i, resource) in hard.keys().enumerate() {
-            let show = |m: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>| {
-                m.get(resource).map_or("-".to_string(), |q| q.0.clone())
-            };
+            let show = |m: &BTreeMap<
+                String,
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+            >| { m.get(resource).map_or("-".to_string(), |q| q.0.clone()) };
             let label = if i == 0 { name.clone() } else { String::new() };
-            rows.push(vec![label, resource.clone(), show(&used), show(&status_hard)]);
+            rows.push(vec![
+                label,
+                resource.clone(),
+                show(&used),
+                show(&status_hard),
+            ]);
         }
     }
     Ok(columns(&rows) + "\n")
@@ -256,7 +292,13 @@ async fn pdb_rows(client: &Client) -> Result<String, Error> {
         .await?
         .items;
     pdbs.sort_by_key(|p| (p.namespace(), p.name_any()));
-    let mut rows = vec![header(&["PODDISRUPTIONBUDGET", "EXPECTED", "HEALTHY", "DESIRED", "ALLOWED"])];
+    let mut rows = vec![header(&[
+        "PODDISRUPTIONBUDGET",
+        "EXPECTED",
+        "HEALTHY",
+        "DESIRED",
+        "ALLOWED",
+    ])];
     for pdb in &pdbs {
         let name = format!("{}/{}", pdb.namespace().unwrap_or_default(), pdb.name_any());
         let status = pdb.status.clone().unwrap_or_default();
@@ -288,7 +330,11 @@ async fn node_rows(client: &Client) -> Result<String, Error> {
     }
     let mut rows = vec![header(&["NODES", "TTL ANNOTATION", "NODES WITH IT"])];
     for (i, (ttl, count)) in by_ttl.into_iter().enumerate() {
-        let total = if i == 0 { nodes.len().to_string() } else { String::new() };
+        let total = if i == 0 {
+            nodes.len().to_string()
+        } else {
+            String::new()
+        };
         rows.push(vec![total, ttl, count.to_string()]);
     }
     Ok(columns(&rows) + "\n")
@@ -312,13 +358,19 @@ async fn claim_rows(client: &Client) -> Result<String, Error> {
             .as_ref()
             .and_then(|s| s.resource_claim_statuses.clone())
             .unwrap_or_default();
-        for wanted in pod.spec.iter().flat_map(|s| s.resource_claims.iter().flatten()) {
+        for wanted in pod
+            .spec
+            .iter()
+            .flat_map(|s| s.resource_claims.iter().flatten())
+        {
             let generated = claims
                 .iter()
                 .filter(|c| {
                     c.namespace() == pod.namespace()
                         && c.annotations().get(CLAIM_NAME_ANNOTATION) == Some(&wanted.name)
-                        && c.owner_references().iter().any(|o| Some(&o.uid) == pod.metadata.uid.as_ref())
+                        && c.owner_references()
+                            .iter()
+                            .any(|o| Some(&o.uid) == pod.metadata.uid.as_ref())
                 })
                 .count();
             let in_status = recorded
@@ -340,7 +392,11 @@ async fn storage_version_rows(client: &Client) -> Result<String, Error> {
         .list(&ListParams::default())
         .await?
         .items;
-    let mut rows = vec![header(&["STORAGEVERSION", "API SERVERS", "ENTRIES REMOVED"])];
+    let mut rows = vec![header(&[
+        "STORAGEVERSION",
+        "API SERVERS",
+        "ENTRIES REMOVED",
+    ])];
     for sv in &svs {
         let ids: Vec<String> = sv
             .status
@@ -363,7 +419,13 @@ fn node(i: usize) -> Value {
 }
 
 /// A running pod; `resources` are its one container's requests and limits.
-fn pod(namespace: &str, name: &str, labels: Value, resources: Value, owner: Option<Value>) -> Value {
+fn pod(
+    namespace: &str,
+    name: &str,
+    labels: Value,
+    resources: Value,
+    owner: Option<Value>,
+) -> Value {
     let mut pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": { "name": name, "namespace": namespace, "labels": labels },
@@ -398,13 +460,16 @@ fn web_pod(server: &TestServer, i: usize) -> Result<(), Error> {
         .store()
         .get(&type_of(server, "apps/v1", "ReplicaSet")?, "shop", WEB_RS)
         .map_err(api_error)?;
-    put(server, pod(
-        "shop",
-        &format!("{WEB_RS}-{i}"),
-        json!({ "app": "web", "pod-template-hash": "5d8f7c9b4" }),
-        web_resources(),
-        Some(owner("ReplicaSet", "apps/v1", &rs)),
-    ))?;
+    put(
+        server,
+        pod(
+            "shop",
+            &format!("{WEB_RS}-{i}"),
+            json!({ "app": "web", "pod-template-hash": "5d8f7c9b4" }),
+            web_resources(),
+            Some(owner("ReplicaSet", "apps/v1", &rs)),
+        ),
+    )?;
     Ok(())
 }
 
@@ -414,10 +479,18 @@ fn put(server: &TestServer, obj: Value) -> Result<std::sync::Arc<Value>, Error> 
 }
 
 fn api_error(err: kube_testserver::ApiError) -> Error {
-    format!("kube-testserver: {} {}: {}", err.code, err.reason, err.message).into()
+    format!(
+        "kube-testserver: {} {}: {}",
+        err.code, err.reason, err.message
+    )
+    .into()
 }
 
-fn type_of(server: &TestServer, api_version: &str, kind: &str) -> Result<kube_testserver::ResourceType, Error> {
+fn type_of(
+    server: &TestServer,
+    api_version: &str,
+    kind: &str,
+) -> Result<kube_testserver::ResourceType, Error> {
     server
         .type_of(&json!({ "apiVersion": api_version, "kind": kind }))
         .ok_or_else(|| format!("kube-testserver serves no {api_version} {kind}").into())
@@ -426,90 +499,132 @@ fn type_of(server: &TestServer, api_version: &str, kind: &str) -> Result<kube_te
 /// The cluster kcm starts on.
 fn seed(server: &TestServer) -> Result<(), Error> {
     for ns in ["kube-system", "shop", "batch", "ml"] {
-        put(server, json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": ns } }))?;
+        put(
+            server,
+            json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": ns } }),
+        )?;
     }
     for i in 1..=FIRST_NODES {
         put(server, node(i))?;
     }
 
     // shop: a Deployment with its ReplicaSet and pods, a PDB over them, a compute quota.
-    put(server, json!({
-        "apiVersion": "v1", "kind": "ResourceQuota",
-        "metadata": { "name": "compute", "namespace": "shop" },
-        "spec": { "hard": { "pods": "20", "requests.cpu": "4", "requests.memory": "8Gi", "limits.cpu": "8", "limits.memory": "16Gi" } },
-    }))?;
+    put(
+        server,
+        json!({
+            "apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": { "name": "compute", "namespace": "shop" },
+            "spec": { "hard": { "pods": "20", "requests.cpu": "4", "requests.memory": "8Gi", "limits.cpu": "8", "limits.memory": "16Gi" } },
+        }),
+    )?;
     let template = json!({
         "metadata": { "labels": { "app": "web" } },
         "spec": { "containers": [{ "name": "main", "image": "registry.k8s.io/pause:3.10", "resources": web_resources() }] },
     });
-    let deployment = put(server, json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": { "name": "web", "namespace": "shop", "labels": { "app": "web" } },
-        "spec": { "replicas": 3, "selector": { "matchLabels": { "app": "web" } }, "template": template },
-    }))?;
+    let deployment = put(
+        server,
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": { "name": "web", "namespace": "shop", "labels": { "app": "web" } },
+            "spec": { "replicas": 3, "selector": { "matchLabels": { "app": "web" } }, "template": template },
+        }),
+    )?;
     let mut rs_template = template.clone();
     rs_template["metadata"]["labels"]["pod-template-hash"] = json!("5d8f7c9b4");
-    put(server, json!({
-        "apiVersion": "apps/v1", "kind": "ReplicaSet",
-        "metadata": {
-            "name": WEB_RS, "namespace": "shop",
-            "labels": { "app": "web", "pod-template-hash": "5d8f7c9b4" },
-            "ownerReferences": [owner("Deployment", "apps/v1", &deployment)],
-        },
-        "spec": {
-            "replicas": 3,
-            "selector": { "matchLabels": { "app": "web", "pod-template-hash": "5d8f7c9b4" } },
-            "template": rs_template,
-        },
-    }))?;
+    put(
+        server,
+        json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {
+                "name": WEB_RS, "namespace": "shop",
+                "labels": { "app": "web", "pod-template-hash": "5d8f7c9b4" },
+                "ownerReferences": [owner("Deployment", "apps/v1", &deployment)],
+            },
+            "spec": {
+                "replicas": 3,
+                "selector": { "matchLabels": { "app": "web", "pod-template-hash": "5d8f7c9b4" } },
+                "template": rs_template,
+            },
+        }),
+    )?;
     for i in 1..=3 {
         web_pod(server, i)?;
     }
-    put(server, json!({
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-        "metadata": { "name": "web", "namespace": "shop" },
-        "spec": { "minAvailable": 2, "selector": { "matchLabels": { "app": "web" } } },
-    }))?;
+    put(
+        server,
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": { "name": "web", "namespace": "shop" },
+            "spec": { "minAvailable": 2, "selector": { "matchLabels": { "app": "web" } } },
+        }),
+    )?;
 
     // batch: a quota on all pods and one scoped to BestEffort pods; three jobs without
     // requests (BestEffort) and a report with some.
-    put(server, json!({
-        "apiVersion": "v1", "kind": "ResourceQuota",
-        "metadata": { "name": "pods", "namespace": "batch" },
-        "spec": { "hard": { "pods": "10", "requests.cpu": "2" } },
-    }))?;
-    put(server, json!({
-        "apiVersion": "v1", "kind": "ResourceQuota",
-        "metadata": { "name": "best-effort", "namespace": "batch" },
-        "spec": { "hard": { "pods": "5" }, "scopes": ["BestEffort"] },
-    }))?;
+    put(
+        server,
+        json!({
+            "apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": { "name": "pods", "namespace": "batch" },
+            "spec": { "hard": { "pods": "10", "requests.cpu": "2" } },
+        }),
+    )?;
+    put(
+        server,
+        json!({
+            "apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": { "name": "best-effort", "namespace": "batch" },
+            "spec": { "hard": { "pods": "5" }, "scopes": ["BestEffort"] },
+        }),
+    )?;
     for i in 1..=3 {
-        put(server, pod("batch", &format!("job-{i}"), json!({ "app": "job" }), json!({}), None))?;
+        put(
+            server,
+            pod(
+                "batch",
+                &format!("job-{i}"),
+                json!({ "app": "job" }),
+                json!({}),
+                None,
+            ),
+        )?;
     }
-    put(server, pod(
-        "batch",
-        "report",
-        json!({ "app": "report" }),
-        json!({ "requests": { "cpu": "100m", "memory": "128Mi" } }),
-        None,
-    ))?;
+    put(
+        server,
+        pod(
+            "batch",
+            "report",
+            json!({ "app": "report" }),
+            json!({ "requests": { "cpu": "100m", "memory": "128Mi" } }),
+            None,
+        ),
+    )?;
 
     // ml: a DeviceClass, a ResourceClaimTemplate, a pod that uses it, a quota on claims.
-    put(server, json!({
-        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-        "metadata": { "name": "gpu.example.com" },
-        "spec": { "selectors": [{ "cel": { "expression": "device.driver == \"gpu.example.com\"" } }] },
-    }))?;
-    put(server, json!({
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-        "metadata": { "name": "gpu", "namespace": "ml" },
-        "spec": { "spec": { "devices": { "requests": [{ "name": "gpu", "exactly": { "deviceClassName": "gpu.example.com" } }] } } },
-    }))?;
-    put(server, json!({
-        "apiVersion": "v1", "kind": "ResourceQuota",
-        "metadata": { "name": "gpus", "namespace": "ml" },
-        "spec": { "hard": { "count/resourceclaims.resource.k8s.io": "4", "gpu.example.com.deviceclass.resource.k8s.io/devices": "2" } },
-    }))?;
+    put(
+        server,
+        json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": { "name": "gpu.example.com" },
+            "spec": { "selectors": [{ "cel": { "expression": "device.driver == \"gpu.example.com\"" } }] },
+        }),
+    )?;
+    put(
+        server,
+        json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": { "name": "gpu", "namespace": "ml" },
+            "spec": { "spec": { "devices": { "requests": [{ "name": "gpu", "exactly": { "deviceClassName": "gpu.example.com" } }] } } },
+        }),
+    )?;
+    put(
+        server,
+        json!({
+            "apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": { "name": "gpus", "namespace": "ml" },
+            "spec": { "hard": { "count/resourceclaims.resource.k8s.io": "4", "gpu.example.com.deviceclass.resource.k8s.io/devices": "2" } },
+        }),
+    )?;
     let mut trainer = pod(
         "ml",
         "trainer",
@@ -517,29 +632,37 @@ fn seed(server: &TestServer) -> Result<(), Error> {
         json!({ "claims": [{ "name": "gpu" }] }),
         None,
     );
-    trainer["spec"]["resourceClaims"] = json!([{ "name": "gpu", "resourceClaimTemplateName": "gpu" }]);
-    trainer["spec"].as_object_mut().map(|s| s.remove("nodeName"));
+    trainer["spec"]["resourceClaims"] =
+        json!([{ "name": "gpu", "resourceClaimTemplateName": "gpu" }]);
+    trainer["spec"]
+        .as_object_mut()
+        .map(|s| s.remove("nodeName"));
     trainer["status"] = json!({ "phase": "Pending" });
     put(server, trainer)?;
 
     // A StorageVersion that still names an API server whose identity lease is gone.
-    put(server, json!({
-        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {
-            "name": STORAGE_VERSION_SERVERS[0], "namespace": "kube-system",
-            "labels": { "apiserver.kubernetes.io/identity": "kube-apiserver" },
-        },
-        "spec": { "holderIdentity": STORAGE_VERSION_SERVERS[0] },
-    }))?;
+    put(
+        server,
+        json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {
+                "name": STORAGE_VERSION_SERVERS[0], "namespace": "kube-system",
+                "labels": { "apiserver.kubernetes.io/identity": "kube-apiserver" },
+            },
+            "spec": { "holderIdentity": STORAGE_VERSION_SERVERS[0] },
+        }),
+    )?;
     let entries: Vec<Value> = STORAGE_VERSION_SERVERS
         .iter()
         .map(|id| json!({ "apiServerID": id, "encodingVersion": "apps/v1", "decodableVersions": ["apps/v1"] }))
         .collect();
-    put(server, json!({
-        "apiVersion": "internal.apiserver.k8s.io/v1alpha1", "kind": "StorageVersion",
-        "metadata": { "name": "apps.deployments" }, "spec": {},
-        "status": { "storageVersions": entries, "commonEncodingVersion": "apps/v1" },
-    }))?;
+    put(
+        server,
+        json!({
+            "apiVersion": "internal.apiserver.k8s.io/v1alpha1", "kind": "StorageVersion",
+            "metadata": { "name": "apps.deployments" }, "spec": {},
+            "status": { "storageVersions": entries, "commonEncodingVersion": "apps/v1" },
+        }),
+    )?;
     Ok(())
 }
-

@@ -67,16 +67,15 @@ async fn run(batch: bool) -> Result<(), Error> {
     outcome
 }
 
-/// The script without pauses: each step once the table settles, then the final table.
+/// The script without pauses, then the final table.
 async fn play_batch(demo: &Demo, intro: &str) -> Result<(), Error> {
     println!("{intro}");
-    demo.settle(QUIET, SETTLE_DEADLINE).await?;
-    for step in SCRIPT {
-        println!("step: {}", step.what());
-        demo.run_step(step).await?;
-        demo.settle(QUIET, SETTLE_DEADLINE).await?;
-    }
-    println!("\n{}", demo.table().await?);
+    let table = demo
+        .script(QUIET, SETTLE_DEADLINE, |step| {
+            println!("step: {}", step.what())
+        })
+        .await?;
+    println!("\n{table}");
     Ok(())
 }
 

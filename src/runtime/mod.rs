@@ -17,5 +17,6 @@ pub mod quantity;
 pub mod queue;
 pub mod rbac;
 pub mod selector;
+pub mod startup;
 pub mod stored;
 pub mod writer;
