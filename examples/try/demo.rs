@@ -498,7 +498,7 @@ fn type_of(
 
 /// The cluster kcm starts on.
 fn seed(server: &TestServer) -> Result<(), Error> {
-    for ns in ["kube-system", "shop", "batch", "ml"] {
+    for ns in ["shop", "batch", "ml"] {
         put(
             server,
             json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": ns } }),
@@ -614,7 +614,7 @@ fn seed(server: &TestServer) -> Result<(), Error> {
         json!({
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
             "metadata": { "name": "gpu", "namespace": "ml" },
-            "spec": { "spec": { "devices": { "requests": [{ "name": "gpu", "exactly": { "deviceClassName": "gpu.example.com" } }] } } },
+            "spec": { "spec": { "devices": { "requests": [{ "name": "gpu", "exactly": { "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 1 } }] } } },
         }),
     )?;
     put(

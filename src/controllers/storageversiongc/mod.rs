@@ -160,14 +160,13 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     let lease_queue = WorkQueue::new(LEASE_QUEUE, &ctx.metrics.workqueue);
     let sv_queue = WorkQueue::new(STORAGE_VERSION_QUEUE, &ctx.metrics.workqueue);
 
-    let (lease_handler, leases_ready) =
-        ctx.subscribe::<Lease, _>(&lease_queue, |change, queue| {
-            if let Change::Deleted(lease) = change
-                && is_identity_lease(&lease)
-            {
-                queue.add(lease.name_any());
-            }
-        });
+    let (lease_handler, leases_ready) = ctx.subscribe::<Lease, _>(&lease_queue, |change, queue| {
+        if let Change::Deleted(lease) = change
+            && is_identity_lease(&lease)
+        {
+            queue.add(lease.name_any());
+        }
+    });
     let lease_store = lease_informer.store().clone();
     let (sv_handler, svs_ready) =
         ctx.subscribe::<StorageVersion, _>(&sv_queue, move |change, queue| {
