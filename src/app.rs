@@ -16,6 +16,7 @@ use crate::runtime::informer::Informers;
 use crate::runtime::leader::{LeaderElectionConfig, LeaderElector, default_identity};
 use crate::runtime::metrics::Metrics;
 use crate::runtime::serving;
+use crate::runtime::startup::Startup;
 
 /// Every controller kcm has. Adding one is one line here.
 /// Every controller kcm runs, with what it needs (API group, RBAC).
@@ -183,6 +184,7 @@ pub async fn run_with_client(
         settings: Arc::new(settings.clone()),
         shutdown: controllers_stop.clone(),
         clock,
+        startup: Startup::new(""),
     };
     for (controller, gate) in &settings.skipped_for_gates {
         tracing::info!(controller = %controller, gate, "controller is disabled by feature gate");
@@ -200,7 +202,10 @@ pub async fn run_with_client(
         }
         tracing::info!(controller = %entry.controller, "starting controller");
         let name = entry.controller.canonical_name();
-        let run = (entry.run)(ctx.clone());
+        let run = (entry.run)(Context {
+            startup: Startup::new(name),
+            ..ctx.clone()
+        });
         tasks.push(tokio::spawn(async move {
             run.await
                 .map_err(|e| AppError::Controller(name, e.to_string()))

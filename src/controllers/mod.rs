@@ -20,6 +20,7 @@ use crate::runtime::informer::{Change, Informers, feed};
 use crate::runtime::metrics::Metrics;
 use crate::runtime::queue::{QueueKey, WorkQueue, run_workers};
 use crate::runtime::rbac::Rule;
+use crate::runtime::startup::Startup;
 use crate::runtime::stored::Stored;
 use crate::runtime::writer::ApiWriter;
 
@@ -33,6 +34,8 @@ pub struct Context {
     /// Cancelled when the controller must stop: finish the item in hand, then return.
     pub shutdown: CancellationToken,
     pub clock: Clock,
+    /// The controller's startup lines (stores synced, first full pass).
+    pub startup: Startup,
 }
 
 impl Context {
@@ -55,26 +58,50 @@ impl Context {
 
 impl Context {
     /// Runs `workers` workers on `queue` (client-go semantics), each reconcile counted and
-    /// timed under `controller`.
-    pub async fn run_workers<K, F, Fut, E>(
+    /// timed under `controller`. The queue counts towards the first full pass from this call
+    /// on (not from the first poll), so a controller's queues are all counted before any of
+    /// them can drain.
+    pub fn run_workers<K, F, Fut, E>(
         &self,
         queue: WorkQueue<K>,
         workers: usize,
         controller: &'static str,
         reconcile: F,
-    ) where
+    ) -> impl Future<Output = ()> + Send + use<K, F, Fut, E>
+    where
         K: QueueKey,
         F: Fn(K) -> Fut + Clone + Send + 'static,
         Fut: Future<Output = Result<(), E>> + Send + 'static,
         E: std::fmt::Display + Send + 'static,
     {
         let metrics = self.metrics.clone();
-        run_workers(queue, workers, move |key| {
-            let metrics = metrics.clone();
-            let work = reconcile(key);
-            async move { metrics.observe(controller, work).await }
-        })
-        .await
+        let startup = self.startup.clone();
+        startup.queue();
+        async move {
+            let drained = queue.clone();
+            let work = run_workers(queue, workers, move |key| {
+                let metrics = metrics.clone();
+                let work = reconcile(key);
+                async move { metrics.observe(controller, work).await }
+            });
+            let first_pass = async {
+                startup.first_drain(|| drained.is_idle()).await;
+                std::future::pending::<()>().await
+            };
+            tokio::select! {
+                () = work => {}
+                () = first_pass => {}
+            }
+        }
+    }
+
+    /// Waits for every feed's first list (upstream's `WaitForNamedCacheSync`), or shutdown;
+    /// logs the stores line once synced.
+    pub async fn wait_synced(&self, synced: Vec<tokio::sync::oneshot::Receiver<()>>) {
+        tokio::select! {
+            _ = self.shutdown.cancelled() => {}
+            _ = futures::future::join_all(synced) => self.startup.synced(),
+        }
     }
 }
 
@@ -94,8 +121,12 @@ impl Context {
         on_change: impl FnMut(Change<K>, &WorkQueue<Q>) + Send + 'static,
     ) -> Feed {
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let informer = self.informers.get::<K>();
+        let store = informer.store().clone();
+        self.startup
+            .store(K::plural(&()).to_string(), move || store.len());
         let task = tokio::spawn(feed(
-            self.informers.get::<K>().subscribe(),
+            informer.subscribe(),
             queue.clone(),
             self.shutdown.clone(),
             tx,

@@ -17,5 +17,6 @@ pub mod queue;
 pub mod rbac;
 pub mod selector;
 pub mod serving;
+pub mod startup;
 pub mod stored;
 pub mod writer;

@@ -491,6 +491,12 @@ impl<K: QueueKey> WorkQueue<K> {
         self.len() == 0
     }
 
+    /// Nothing ready and nothing being processed (delayed keys may still be waiting).
+    pub fn is_idle(&self) -> bool {
+        let state = self.inner.lock();
+        state.fifo.is_empty() && state.processing.is_empty()
+    }
+
     /// Sets `workqueue_unfinished_work_seconds` and `workqueue_longest_running_processor_seconds`
     /// from the keys being processed now. The queue's timer task calls this every 500 ms.
     pub fn update_unfinished_work(&self) {

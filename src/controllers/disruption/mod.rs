@@ -437,10 +437,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
 
     // Every cache first, as upstream's WaitForNamedCacheSync.
     let (tasks, synced): (Vec<_>, Vec<_>) = feeds.into_iter().unzip();
-    tokio::select! {
-        _ = ctx.shutdown.cancelled() => {}
-        _ = futures::future::join_all(synced) => {}
-    }
+    ctx.wait_synced(synced).await;
     let shutdown = ctx.shutdown.clone();
     let (recheck_stop, stale_stop) = (recheck.clone(), stale.clone());
     tokio::spawn(async move {

@@ -791,10 +791,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         ctx.subscribe::<ResourceClaimTemplate, _>(&queue, move |change, _| c.on_template(change)),
     );
     let (tasks, synced): (Vec<_>, Vec<_>) = feeds.into_iter().unzip();
-    tokio::select! {
-        _ = ctx.shutdown.cancelled() => {}
-        _ = futures::future::join_all(synced) => {}
-    }
+    ctx.wait_synced(synced).await;
 
     let workers = ctx.settings.concurrent_resourceclaim_syncs.get() as usize;
     let c = controller.clone();

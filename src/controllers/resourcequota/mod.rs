@@ -612,10 +612,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         }));
     }
     let (tasks, synced): (Vec<_>, Vec<_>) = feeds.into_iter().unzip();
-    tokio::select! {
-        _ = ctx.shutdown.cancelled() => {}
-        _ = futures::future::join_all(synced) => {}
-    }
+    ctx.wait_synced(synced).await;
 
     // Count changes replenish the quotas counting that type.
     let q = quota.clone();

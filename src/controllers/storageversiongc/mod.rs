@@ -21,7 +21,7 @@ use self::gc::{
 };
 use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
-use crate::runtime::informer::{Change, feed};
+use crate::runtime::informer::Change;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{READ_VERBS, Rule, informs};
 use crate::runtime::selector::is_dns1123_subdomain;
@@ -116,7 +116,7 @@ impl Gc {
         match outcome {
             Outcome::Keep => Ok(()),
             Outcome::Delete => {
-                tracing::info!(
+                tracing::debug!(
                     storage_version = sv.name_any(),
                     "deleting StorageVersion: no API server left"
                 );
@@ -152,7 +152,6 @@ fn names_unknown_server(sv: &StorageVersion, leases: &Store<Lease>) -> bool {
 
 async fn run(ctx: Context) -> Result<(), ControllerError> {
     let lease_informer = ctx.informers.get::<Lease>();
-    let sv_informer = ctx.informers.get::<StorageVersion>();
     let gc = Gc {
         leases: Api::namespaced(ctx.client.clone(), IDENTITY_NAMESPACE),
         storage_versions: Api::all(ctx.client.clone()),
@@ -161,43 +160,26 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     let lease_queue = WorkQueue::new(LEASE_QUEUE, &ctx.metrics.workqueue);
     let sv_queue = WorkQueue::new(STORAGE_VERSION_QUEUE, &ctx.metrics.workqueue);
 
-    let (leases_synced, leases_ready) = tokio::sync::oneshot::channel();
-    let lease_handler = tokio::spawn(feed(
-        lease_informer.subscribe(),
-        lease_queue.clone(),
-        ctx.shutdown.clone(),
-        leases_synced,
-        |change, queue| {
-            if let Change::Deleted(lease) = change
-                && is_identity_lease(&lease)
-            {
-                queue.add(lease.name_any());
-            }
-        },
-    ));
+    let (lease_handler, leases_ready) = ctx.subscribe::<Lease, _>(&lease_queue, |change, queue| {
+        if let Change::Deleted(lease) = change
+            && is_identity_lease(&lease)
+        {
+            queue.add(lease.name_any());
+        }
+    });
     let lease_store = lease_informer.store().clone();
-    let (svs_synced, svs_ready) = tokio::sync::oneshot::channel();
-    let sv_handler = tokio::spawn(feed(
-        sv_informer.subscribe(),
-        sv_queue.clone(),
-        ctx.shutdown.clone(),
-        svs_synced,
-        move |change, queue| {
+    let (sv_handler, svs_ready) =
+        ctx.subscribe::<StorageVersion, _>(&sv_queue, move |change, queue| {
             if let Change::Added(sv) | Change::Updated { new: sv, .. } = change
                 && names_unknown_server(&sv, &lease_store)
             {
                 queue.add(sv.name_any());
             }
-        },
-    ));
+        });
 
     // Both caches first, as upstream's WaitForNamedCacheSync.
-    tokio::select! {
-        _ = ctx.shutdown.cancelled() => {}
-        _ = async { let _ = tokio::join!(leases_ready, svs_ready); } => {
-            tracing::info!("Starting storage version garbage collector");
-        }
-    }
+    ctx.wait_synced(vec![leases_ready, svs_ready]).await;
+    tracing::debug!("Starting storage version garbage collector");
     let lease_gc = gc.clone();
     let lease_lane = ctx.run_workers(lease_queue, 1, CONTROLLER, move |name: String| {
         let gc = lease_gc.clone();
@@ -208,7 +190,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         async move { gc.storage_version_changed(name).await }
     });
     tokio::join!(lease_lane, sv_lane);
-    tracing::info!("Shutting down storage version garbage collector");
+    tracing::debug!("Shutting down storage version garbage collector");
     let (a, b) = tokio::join!(lease_handler, sv_handler);
     a.and(b).map_err(failed)
 }

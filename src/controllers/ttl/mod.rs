@@ -13,13 +13,12 @@ use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use tokio::sync::oneshot;
 
 use self::boundaries::{Decision, TTL_ANNOTATION, TtlState, annotation_patch, decide};
 use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
 use crate::runtime::badinput::BadInput;
-use crate::runtime::informer::{Change, feed};
+use crate::runtime::informer::Change;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
 use crate::runtime::writer::ApiWriter;
@@ -68,7 +67,7 @@ impl Ttl {
                 let state = self.state();
                 (state.node_count(), state.desired_ttl())
             };
-            tracing::info!(
+            tracing::debug!(
                 nodes = count,
                 ttl,
                 "node TTL step changed; re-checking every node"
@@ -134,21 +133,11 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     };
     // Workers start once the handler has counted every node of the first list, so no node
     // is patched with a TTL for a cluster size that is still being counted.
-    let (synced_tx, synced_rx) = oneshot::channel::<()>();
-    let handler = {
+    let (handler, synced) = {
         let ttl = ttl.clone();
-        tokio::spawn(feed(
-            informer.subscribe(),
-            queue.clone(),
-            ctx.shutdown.clone(),
-            synced_tx,
-            move |change, queue| ttl.on_change(change, queue),
-        ))
+        ctx.subscribe::<Node, _>(&queue, move |change, queue| ttl.on_change(change, queue))
     };
-    tokio::select! {
-        _ = ctx.shutdown.cancelled() => {}
-        _ = synced_rx => {}
-    }
+    ctx.wait_synced(vec![synced]).await;
     ctx.run_workers(queue, WORKERS, CONTROLLER, move |name: String| {
         let ttl = ttl.clone();
         async move { ttl.reconcile(name).await }
