@@ -18,4 +18,5 @@ pub mod queue;
 pub mod rbac;
 pub mod selector;
 pub mod stored;
+pub mod view;
 pub mod writer;
