@@ -585,7 +585,7 @@ mod tests {
     /// One dc.sync over the pure functions; the status is "written" back so the
     /// next sync sees it. `scale` stands for what the finders would return.
     fn sync(pdb: &mut PodDisruptionBudget, pods: &[Pod], scale: i32) {
-        let views = views(&pods);
+        let views = views(pods);
         let refs: Vec<&view::Pod> = views.iter().collect();
         let spec = pdb.spec.clone().unwrap_or_default();
         let scale = needs_controller_scale(&spec).then_some(scale);
