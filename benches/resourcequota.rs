@@ -12,6 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kcm::controllers::resourcequota::usage::{
     parse_scope, pod_matches_scope, pod_usage, sum_usage,
 };
+use kcm::runtime::view::Pod as PodView;
 use kube::api::{Api, ListParams, PostParams};
 use kube_testserver::TestServer;
 use serde_json::json;
@@ -34,7 +35,7 @@ fn pod_json(ns: &str, name: &str, i: usize) -> serde_json::Value {
 }
 
 fn pure_usage() {
-    let pods: Vec<Pod> = (0..10_000)
+    let pods: Vec<PodView> = (0..10_000)
         .map(|i| serde_json::from_value(pod_json("big", &format!("p{i}"), i)).unwrap_or_default())
         .collect();
     let names: Vec<String> = [

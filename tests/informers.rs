@@ -7,6 +7,7 @@ use common::{DEADLINE, eventually};
 use k8s_openapi::api::core::v1::Pod;
 use kcm::runtime::informer::{Change, Informers};
 use kcm::runtime::metrics::Metrics;
+use kcm::runtime::view::Pod as PodView;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube_testserver::{Fault, TestServer};
@@ -21,14 +22,16 @@ fn pod(name: &str) -> Pod {
     .unwrap()
 }
 
-async fn next_change(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Change<Pod>>) -> Change<Pod> {
+async fn next_change(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Change<PodView>>,
+) -> Change<PodView> {
     tokio::time::timeout(DEADLINE, rx.recv())
         .await
         .expect("a change in time")
         .expect("channel open")
 }
 
-fn describe(change: &Change<Pod>) -> String {
+fn describe(change: &Change<PodView>) -> String {
     match change {
         Change::Added(p) => format!("added {}", p.name_any()),
         Change::Updated { old, new } => format!(
@@ -54,8 +57,10 @@ async fn three_readers_share_one_watch_and_see_old_and_new() {
         Metrics::new().unwrap(),
         CancellationToken::new(),
     );
-    let mut subscribers: Vec<_> = (0..3).map(|_| informers.get::<Pod>().subscribe()).collect();
-    let informer = informers.get::<Pod>();
+    let mut subscribers: Vec<_> = (0..3)
+        .map(|_| informers.get::<PodView>().subscribe())
+        .collect();
+    let informer = informers.get::<PodView>();
     informer.wait_synced().await;
     for rx in &mut subscribers {
         assert_eq!(describe(&next_change(rx).await), "added a");
@@ -86,7 +91,7 @@ async fn three_readers_share_one_watch_and_see_old_and_new() {
         assert!(old.labels().is_empty() && new.labels().get("x").is_some_and(|v| v == "y"));
     }
     // A late subscriber first gets what is stored.
-    let mut late = informers.get::<Pod>().subscribe();
+    let mut late = informers.get::<PodView>().subscribe();
     assert_eq!(describe(&next_change(&mut late).await), "added a");
     assert_eq!(describe(&next_change(&mut late).await), "synced");
 
@@ -114,7 +119,7 @@ async fn deletes_missed_while_disconnected_arrive_after_the_relist() {
         Metrics::new().unwrap(),
         CancellationToken::new(),
     );
-    let informer = informers.get::<Pod>();
+    let informer = informers.get::<PodView>();
     let mut rx = informer.subscribe();
     informer.wait_synced().await;
     let mut seen = vec![

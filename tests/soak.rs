@@ -30,6 +30,7 @@ use kcm::controllers::resourcequota::status::next_status;
 use kcm::controllers::resourcequota::usage::{mask_list, pod_matching, pod_usage, sum_usage};
 use kcm::controllers::storageversiongc::gc::{self, Outcome};
 use kcm::controllers::ttl::boundaries::{BOUNDARIES, TTL_ANNOTATION};
+use kcm::runtime::view::Pod as PodView;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use kube_testserver::{Fault, TestServer};
@@ -417,7 +418,8 @@ fn inject_fault(server: &TestServer, rng: &mut StdRng) -> &'static str {
 async fn converged(client: &Client) -> Result<(), String> {
     let now = now();
     for ns in NAMESPACES.iter().chain([&FIXED]) {
-        let pods: Vec<Pod> = Api::<Pod>::namespaced(client.clone(), ns)
+        // Listed as kcm stores them: straight into views.
+        let pods: Vec<PodView> = Api::<PodView>::namespaced(client.clone(), ns)
             .list(&ListParams::default())
             .await
             .map_err(|e| e.to_string())?
@@ -453,7 +455,7 @@ async fn converged(client: &Client) -> Result<(), String> {
         {
             let spec = pdb.spec.clone().unwrap_or_default();
             let selector = kcm::runtime::selector::from_label_selector(spec.selector.as_ref())?;
-            let matching: Vec<&Pod> = pods
+            let matching: Vec<&PodView> = pods
                 .iter()
                 .filter(|p| selector.matches(p.metadata.labels.as_ref()))
                 .collect();

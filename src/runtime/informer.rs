@@ -1,20 +1,18 @@
-//! Shared informers: one list/watch per resource type for the whole process, a reflector
-//! store every controller reads, and change notifications with the old object on updates and
+//! Shared informers: one list/watch per resource type for the whole process, a store
+//! every controller reads, and change notifications with the old object on updates and
 //! deletes — including objects that vanished while the watch was down and a relist found gone,
 //! which kube-runtime's shared-stream subscribers never see (kube-rs#1590).
 
 use std::any::{Any, TypeId};
-use std::collections::{HashMap, HashSet};
-use std::fmt::Debug;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::watcher;
 use kube::runtime::watcher::Event;
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -51,62 +49,136 @@ impl<K> Clone for Change<K> {
     }
 }
 
-struct Dispatch<K: Stored> {
-    writer: Writer<K>,
-    handlers: Vec<mpsc::UnboundedSender<Change<K>>>,
-    /// Objects seen by a relist in progress, and the changes it found so far.
-    relist: Option<Relist<K>>,
-    /// The stored objects by namespace, so namespace-scoped lookups (a PDB's pods, a
-    /// namespace's quotas) do not scan the whole store.
-    by_namespace: HashMap<String, HashMap<String, Arc<K>>>,
+/// The objects of one resource type, by namespace ("" for cluster-scoped ones), then name.
+///
+/// kcm's own store rather than kube-runtime's reflector `Store`: that one keys each object by
+/// an `ObjectRef` (a second copy of its name and namespace plus its uid and resourceVersion),
+/// deep-copies each object it applies (so a change notification needs a copy of its own),
+/// and has no namespace index, which kcm used to keep beside it as a second map. Here the
+/// namespace map is the index, a namespace's name is held once for all its objects, and the
+/// `Arc` a watch event is turned into is the one stored, indexed and sent to subscribers.
+pub struct Store<K> {
+    objects: Arc<RwLock<Objects<K>>>,
 }
 
-impl<K: Stored> Dispatch<K> {
-    /// Keeps the namespace index in step with the store after `event` was applied.
-    fn index(&mut self, event: &Event<K>, reader: &Store<K>) {
-        let place = |obj: &K| (obj.namespace().unwrap_or_default(), obj.name_any());
-        match event {
-            Event::Apply(obj) => {
-                // The store's own Arc: the index costs no second copy.
-                if let Some(stored) = reader.get(&ObjectRef::from_obj(obj)) {
-                    let (ns, name) = place(obj);
-                    self.by_namespace
-                        .entry(ns)
-                        .or_default()
-                        .insert(name, stored);
-                }
-            }
-            Event::Delete(obj) => {
-                let (ns, name) = place(obj);
-                if let Some(names) = self.by_namespace.get_mut(&ns) {
-                    names.remove(&name);
-                    if names.is_empty() {
-                        self.by_namespace.remove(&ns);
-                    }
-                }
-            }
-            Event::InitDone => {
-                self.by_namespace.clear();
-                for obj in reader.state() {
-                    let (ns, name) = place(&obj);
-                    self.by_namespace.entry(ns).or_default().insert(name, obj);
-                }
-            }
-            Event::Init | Event::InitApply(_) => {}
+struct Objects<K> {
+    by_namespace: HashMap<String, HashMap<String, Arc<K>>>,
+    len: usize,
+}
+
+impl<K> Default for Objects<K> {
+    fn default() -> Self {
+        Self {
+            by_namespace: HashMap::new(),
+            len: 0,
         }
     }
 }
 
-/// A relist in progress: the objects it has listed, and the changes found so far (sent
-/// once the store holds the new list).
-struct Relist<K: Stored> {
-    seen: HashSet<ObjectRef<K>>,
-    pending: Vec<Change<K>>,
+impl<K: Resource> Objects<K> {
+    /// Puts `obj` in, returning the version it replaced.
+    fn insert(&mut self, obj: Arc<K>) -> Option<Arc<K>> {
+        let (ns, name) = place(obj.as_ref());
+        let names = match self.by_namespace.get_mut(ns) {
+            Some(names) => names,
+            None => self.by_namespace.entry(ns.to_string()).or_default(),
+        };
+        let old = names.insert(name.to_string(), obj);
+        self.len += usize::from(old.is_none());
+        old
+    }
+
+    fn remove(&mut self, obj: &K) -> Option<Arc<K>> {
+        let (ns, name) = place(obj);
+        let names = self.by_namespace.get_mut(ns)?;
+        let removed = names.remove(name);
+        if names.is_empty() {
+            self.by_namespace.remove(ns);
+        }
+        self.len -= usize::from(removed.is_some());
+        removed
+    }
+
+    fn contains(&self, namespace: &str, name: &str) -> bool {
+        self.by_namespace
+            .get(namespace)
+            .is_some_and(|names| names.contains_key(name))
+    }
+}
+
+impl<K> Clone for Store<K> {
+    fn clone(&self) -> Self {
+        Self {
+            objects: self.objects.clone(),
+        }
+    }
+}
+
+impl<K: Resource> Store<K> {
+    fn new() -> Self {
+        Self {
+            objects: Arc::new(RwLock::new(Objects::default())),
+        }
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Objects<K>> {
+        self.objects.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Objects<K>> {
+        self.objects.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The object `namespace/name` ("" namespace for cluster-scoped ones).
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        self.read().by_namespace.get(namespace)?.get(name).cloned()
+    }
+
+    /// Every stored object.
+    pub fn state(&self) -> Vec<Arc<K>> {
+        self.read()
+            .by_namespace
+            .values()
+            .flat_map(|names| names.values().cloned())
+            .collect()
+    }
+
+    /// The stored objects of one namespace ("" for cluster-scoped ones).
+    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
+        self.read()
+            .by_namespace
+            .get(namespace)
+            .map(|names| names.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.read().len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn place<K: Resource>(obj: &K) -> (&str, &str) {
+    let meta = obj.meta();
+    (
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
+}
+
+struct Dispatch<K: Stored> {
+    handlers: Vec<mpsc::UnboundedSender<Change<K>>>,
+    /// A relist in progress: the objects listed so far (they replace the store at its end),
+    /// and the changes found so far (sent once the store holds the new list).
+    relist: Option<(Objects<K>, Vec<Change<K>>)>,
 }
 
 /// One shared watch of one resource type.
 pub struct Informer<K: Stored> {
-    reader: Store<K>,
+    store: Store<K>,
     dispatch: Mutex<Dispatch<K>>,
     synced: watch::Sender<bool>,
     /// Set when list/watch fails, cleared when events flow again: while set, the store may
@@ -117,16 +189,12 @@ pub struct Informer<K: Stored> {
 impl<K: Stored> Informer<K> {
     /// The store every controller reads; it is never written by them.
     pub fn store(&self) -> &Store<K> {
-        &self.reader
+        &self.store
     }
 
     /// The stored objects of one namespace ("" for cluster-scoped ones).
     pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
-        self.lock()
-            .by_namespace
-            .get(namespace)
-            .map(|m| m.values().cloned().collect())
-            .unwrap_or_default()
+        self.store.in_namespace(namespace)
     }
 
     /// A stream of changes from now on, with `Synced` once the first list is through. A
@@ -136,7 +204,7 @@ impl<K: Stored> Informer<K> {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut dispatch = self.lock();
         if *self.synced.borrow() {
-            for obj in self.reader.state() {
+            for obj in self.store.state() {
                 let _ = tx.send(Change::Added(obj));
             }
             let _ = tx.send(Change::Synced);
@@ -162,61 +230,65 @@ impl<K: Stored> Informer<K> {
 
     /// Applies one watcher event to the store and tells every subscriber what changed. Both
     /// happen under one lock, so a subscriber that reads the store after a notification sees
-    /// at least that version.
+    /// at least that version. The event's object moves into the store: changes share it.
     fn handle(&self, event: Event<K>) {
         let mut dispatch = self.lock();
-        let reference = |obj: &K| ObjectRef::from_obj(obj);
         let mut changes = Vec::new();
-        match &event {
+        let init_done = matches!(event, Event::InitDone);
+        match event {
             Event::Apply(new) => {
-                let new = Arc::new(new.clone());
-                changes.push(match self.reader.get(&reference(&new)) {
+                let new = Arc::new(new);
+                changes.push(match self.store.write().insert(new.clone()) {
                     Some(old) => Change::Updated { old, new },
                     None => Change::Added(new),
                 });
             }
-            Event::Delete(obj) => changes.push(Change::Deleted(Arc::new(obj.clone()))),
-            Event::Init => {
-                dispatch.relist = Some(Relist {
-                    seen: HashSet::new(),
-                    pending: Vec::new(),
-                })
+            Event::Delete(obj) => {
+                let stored = self.store.write().remove(&obj);
+                changes.push(Change::Deleted(stored.unwrap_or_else(|| Arc::new(obj))));
             }
+            Event::Init => dispatch.relist = Some((Objects::default(), Vec::new())),
             Event::InitApply(new) => {
-                let old = self.reader.get(&reference(new));
-                if let Some(Relist { seen, pending }) = dispatch.relist.as_mut() {
-                    seen.insert(reference(new));
-                    let new = Arc::new(new.clone());
+                let new = Arc::new(new);
+                let (ns, name) = place(new.as_ref());
+                let old = self.store.get(ns, name);
+                if let Some((listed, pending)) = dispatch.relist.as_mut() {
                     match old {
-                        None => pending.push(Change::Added(new)),
-                        Some(old) if old.resource_version() != new.resource_version() => {
-                            pending.push(Change::Updated { old, new })
-                        }
+                        None => pending.push(Change::Added(new.clone())),
+                        Some(old) if old.resource_version() != new.resource_version() => pending
+                            .push(Change::Updated {
+                                old,
+                                new: new.clone(),
+                            }),
                         Some(_) => {}
                     }
+                    listed.insert(new);
                 }
             }
             Event::InitDone => {
-                if let Some(Relist { seen, pending }) = dispatch.relist.take() {
+                if let Some((listed, pending)) = dispatch.relist.take() {
                     changes = pending;
-                    for obj in self.reader.state() {
-                        if !seen.contains(&reference(&obj)) {
-                            changes.push(Change::Deleted(obj));
-                        }
+                    let mut objects = self.store.write();
+                    for (ns, names) in &objects.by_namespace {
+                        changes.extend(
+                            names
+                                .iter()
+                                .filter(|(name, _)| !listed.contains(ns, name))
+                                .map(|(_, obj)| Change::Deleted(obj.clone())),
+                        );
                     }
+                    *objects = listed;
                 }
                 if !*self.synced.borrow() {
                     changes.push(Change::Synced);
                 }
             }
         }
-        dispatch.writer.apply_watcher_event(&event);
-        dispatch.index(&event, &self.reader);
         dispatch
             .handlers
             .retain(|h| changes.iter().all(|c| h.send(c.clone()).is_ok()));
         drop(dispatch);
-        if matches!(event, Event::InitDone) {
+        if init_done {
             self.synced.send_replace(true);
         }
     }
@@ -285,21 +357,18 @@ impl Informers {
         {
             return existing;
         }
-        let informer = self.start::<K>(Api::all(self.client.clone()));
+        let informer = self.start::<K>();
         started.insert(TypeId::of::<K>(), informer.clone());
         informer
     }
 
-    fn start<K: Stored>(&self, api: Api<K>) -> Arc<Informer<K>> {
+    fn start<K: Stored>(&self) -> Arc<Informer<K>> {
         let resource = K::plural(&()).to_string();
-        let writer = Writer::default();
         let (synced, synced_rx) = watch::channel(false);
         let informer = Arc::new(Informer {
-            reader: writer.as_reader(),
+            store: Store::new(),
             dispatch: Mutex::new(Dispatch {
-                writer,
                 handlers: Vec::new(),
-                by_namespace: HashMap::new(),
                 relist: None,
             }),
             synced,
@@ -310,10 +379,11 @@ impl Informers {
             .unwrap_or_else(|p| p.into_inner())
             .push((resource.clone(), synced_rx));
         let task_informer = informer.clone();
+        let client = self.client.clone();
         let metrics = self.metrics.clone();
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
-            let stream = watcher(api, watcher::Config::default())
+            let stream = watcher(Api::<K>::all(client), watcher::Config::default())
                 .modify(K::shape)
                 .default_backoff();
             let mut stream = std::pin::pin!(stream);
@@ -332,7 +402,7 @@ impl Informers {
                                 .store(false, std::sync::atomic::Ordering::SeqCst);
                         }
                         task_informer.handle(event);
-                        let count = i64::try_from(task_informer.reader.len()).unwrap_or(i64::MAX);
+                        let count = i64::try_from(task_informer.store.len()).unwrap_or(i64::MAX);
                         metrics
                             .store_objects
                             .with_label_values(&[&resource])

@@ -19,4 +19,5 @@ pub mod selector;
 pub mod serving;
 pub mod startup;
 pub mod stored;
+pub mod view;
 pub mod writer;

@@ -1,7 +1,9 @@
 //! How each resource type is kept in the shared stores: one shape per type for the whole
 //! process, so no controller can get a differently trimmed copy from another's informer.
-//! Everything drops managedFields and kubectl's last-applied annotation; workload controllers
-//! keep only what the disruption controller reads (metadata, replicas, the Deployment owner).
+//! Pods are stored as compact views (`view::Pod`), deserialized without the fields nobody
+//! reads; nodes come from a metadata-only watch. Everything else drops managedFields and
+//! kubectl's last-applied annotation; workload controllers keep only what the disruption
+//! controller reads (metadata, replicas, the Deployment owner).
 
 use std::fmt::Debug;
 
@@ -9,15 +11,15 @@ use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
-    Node, PersistentVolumeClaim, Pod, ReplicationController, ResourceQuota, Service,
+    Node, PersistentVolumeClaim, ReplicationController, ResourceQuota, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate};
 use kube::Resource;
+use kube::core::PartialObjectMeta;
 use serde::de::DeserializeOwned;
 
-/// The annotation `kubectl apply` leaves on objects; large and never read by controllers.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+use super::view::{self, LAST_APPLIED};
 
 /// A type that can live in a shared store, with the shape it is stored in.
 pub trait Stored:
@@ -38,8 +40,16 @@ pub fn trim_metadata<K: Resource>(obj: &mut K) {
     }
 }
 
-impl Stored for Pod {}
-impl Stored for Node {}
+/// Deserialized compact (see [`view`]): there is nothing left to drop.
+impl Stored for view::Pod {
+    fn shape(&mut self) {}
+}
+/// Nodes as the TTL controller reads them: name and annotations. kube sends every request
+/// of an `Api<PartialObjectMeta<_>>` as a metadata-only one, so a node's spec and status
+/// (images, conditions, addresses) never reach kcm.
+pub type NodeMeta = PartialObjectMeta<Node>;
+
+impl Stored for NodeMeta {}
 impl Stored for Lease {}
 impl Stored for StorageVersion {}
 impl Stored for PodDisruptionBudget {}

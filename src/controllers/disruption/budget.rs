@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{Pod as FullPod, PodCondition, PodStatus};
 use k8s_openapi::api::policy::v1::{
     PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
 };
@@ -19,6 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::runtime::golang::go_quote;
+use crate::runtime::view::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 /// How long a `disruptedPods` entry may wait for its pod to get a deletionTimestamp.
@@ -398,8 +399,9 @@ pub fn stale_disruption_wait(pod: &Pod, now: &Time) -> Option<Duration> {
 /// DisruptionTarget condition replaced by status False, empty reason/message,
 /// no lastProbeTime, lastTransitionTime `now` (kept if the status was already
 /// False) and observedGeneration = pod generation (PodObservedGenerationTracking
-/// is GA). Appended if absent. Other conditions untouched.
-pub fn cleared_disruption_target(pod: &Pod, now: &Time) -> PodStatus {
+/// is GA). Appended if absent. Other conditions untouched. It takes the full pod, read
+/// from the API server: the status written back is the whole status.
+pub fn cleared_disruption_target(pod: &FullPod, now: &Time) -> PodStatus {
     let mut status = pod.status.clone().unwrap_or_default();
     let mut cond = PodCondition {
         type_: DISRUPTION_TARGET_CONDITION.to_owned(),
@@ -457,6 +459,10 @@ fn go_int64(v: i64) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // Fixtures are full pods, as the API server holds them; the view functions get views.
+    use k8s_openapi::api::core::v1::Pod;
+
+    use crate::runtime::view;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     const NOW: i64 = 1_700_000_000;
@@ -477,6 +483,10 @@ mod tests {
         i32,
         (i32, i32, i32),
     );
+
+    fn views(pods: &[Pod]) -> Vec<view::Pod> {
+        pods.iter().map(view::Pod::from).collect()
+    }
 
     fn ts(secs: i64) -> Time {
         Time(Timestamp::from_second(secs).unwrap())
@@ -575,7 +585,8 @@ mod tests {
     /// One dc.sync over the pure functions; the status is "written" back so the
     /// next sync sees it. `scale` stands for what the finders would return.
     fn sync(pdb: &mut PodDisruptionBudget, pods: &[Pod], scale: i32) {
-        let refs: Vec<&Pod> = pods.iter().collect();
+        let views = views(pods);
+        let refs: Vec<&view::Pod> = views.iter().collect();
         let spec = pdb.spec.clone().unwrap_or_default();
         let scale = needs_controller_scale(&spec).then_some(scale);
         let pod_count = i32::try_from(pods.len()).unwrap();
@@ -1097,7 +1108,8 @@ mod tests {
             ..Default::default()
         });
         let pods = [deleting("p1"), pod("p2"), pod("p3")];
-        let refs: Vec<&Pod> = pods.iter().collect();
+        let views = views(&pods);
+        let refs: Vec<&view::Pod> = views.iter().collect();
         let d = disrupted_pods(&refs, p.status.as_ref(), &now());
         assert_eq!(d.expired, vec!["p2".to_owned()]);
         assert_eq!(d.recheck_at, Some(ts(NOW + 60)));
@@ -1126,7 +1138,8 @@ mod tests {
             pod("boundary"),
             pod("other"),
         ];
-        let refs: Vec<&Pod> = pods.iter().collect();
+        let views = views(&pods);
+        let refs: Vec<&view::Pod> = views.iter().collect();
         let d = disrupted_pods(&refs, Some(&status), &now());
         assert_eq!(
             d,
@@ -1197,7 +1210,8 @@ mod tests {
             pod("disrupted-expired"),
             pod("disrupted-boundary"),
         ];
-        let refs: Vec<&Pod> = pods.iter().collect();
+        let views = views(&pods);
+        let refs: Vec<&view::Pod> = views.iter().collect();
         let disrupted = BTreeMap::from([
             ("disrupted".to_owned(), ts(NOW - 60)),
             ("disrupted-expired".to_owned(), ts(NOW - 121)),
@@ -1622,12 +1636,13 @@ mod tests {
             ("no status", no_status, None),
         ];
         for (name, p, want) in cases {
-            assert_eq!(stale_disruption_wait(&p, &now()), want, "{name}");
+            assert_eq!(stale_disruption_wait(&(&p).into(), &now()), want, "{name}");
         }
         // Sub-second remainder is kept.
         let mut at = ts(NOW - 60);
         at.0 = at.0.checked_add(SignedDuration::from_millis(500)).unwrap();
-        let mut p = disruption_pod("True", evict, None, None);
+        // Set on the view: JSON (the way to a view) carries whole seconds only.
+        let mut p: view::Pod = (&disruption_pod("True", evict, None, None)).into();
         if let Some(c) = p
             .status
             .as_mut()

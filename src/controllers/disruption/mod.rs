@@ -15,11 +15,10 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Pod, ReplicationController};
+use k8s_openapi::api::core::v1::{Pod as FullPod, ReplicationController};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::Api;
-use kube::runtime::reflector::ObjectRef;
+use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
 use self::budget::{
@@ -35,6 +34,7 @@ use crate::runtime::queue::{WorkQueue, run_workers};
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector;
 use crate::runtime::stored::{Stored, key_of};
+use crate::runtime::view::Pod;
 use crate::runtime::writer::{ApiWriter, error_text};
 
 const CONTROLLER: &str = "disruption-controller";
@@ -66,12 +66,10 @@ pub const ENTRY: ControllerEntry = ControllerEntry {
     run: |ctx| run(ctx).boxed(),
 };
 
-fn object_ref<K: Resource>(key: &str) -> Option<ObjectRef<K>>
-where
-    K::DynamicType: Default,
-{
+/// The stored object under a `namespace/name` key.
+fn stored<K: Stored>(informer: &Informer<K>, key: &str) -> Option<Arc<K>> {
     let (ns, name) = key.split_once('/')?;
-    Some(ObjectRef::new(name).within(ns))
+    informer.store().get(ns, name)
 }
 
 /// Why a sync failed: a conflict is retried as is; anything else first writes the fail-safe
@@ -174,9 +172,7 @@ impl Disruption {
 
     /// `sync`: the PDB's status, or the fail-safe status when that cannot be computed.
     async fn sync(&self, pdb_key: String) -> Result<(), ControllerError> {
-        let Some(pdb) =
-            object_ref::<PodDisruptionBudget>(&pdb_key).and_then(|r| self.pdbs.store().get(&r))
-        else {
+        let Some(pdb) = stored(&self.pdbs, &pdb_key) else {
             return Ok(());
         };
         match self.try_sync(&pdb).await {
@@ -337,7 +333,7 @@ impl Disruption {
 
     /// Resets a DisruptionTarget condition that nobody acted on within two minutes.
     async fn clear_stale_condition(&self, pod_key: String) -> Result<(), ControllerError> {
-        let Some(pod) = object_ref::<Pod>(&pod_key).and_then(|r| self.pods.store().get(&r)) else {
+        let Some(pod) = stored(&self.pods, &pod_key) else {
             return Ok(());
         };
         let now = self.now();
@@ -349,15 +345,36 @@ impl Disruption {
             }
             Some(_) => {}
         }
-        let mut desired = (*pod).clone();
-        desired.status = Some(cleared_disruption_target(&pod, &now));
-        let api: Api<Pod> = Api::namespaced(
+        let failed = |e: String| {
+            ControllerError::Failed(format!(
+                "error syncing Pod {pod_key} to clear DisruptionTarget condition, requeueing: {e}"
+            ))
+        };
+        // The store holds a view, and the update writes the whole status: the full pod is
+        // read first, by listing its one name (the pods RBAC allows list, not get, as
+        // upstream's role). A pod that changed meanwhile is left to its next event.
+        let api: Api<FullPod> = Api::namespaced(
             self.ctx.client.clone(),
             &pod.namespace().unwrap_or_default(),
         );
-        self.writer.replace_status(&api, &pod, &desired).await.map(|_| ()).map_err(|e| {
-            ControllerError::Failed(format!("error syncing Pod {pod_key} to clear DisruptionTarget condition, requeueing: {e}"))
-        })
+        let by_name = ListParams::default().fields(&format!("metadata.name={}", pod.name_any()));
+        let listed = api
+            .list(&by_name)
+            .await
+            .map_err(|e| failed(error_text(&e)))?;
+        let Some(live) = listed.items.into_iter().next() else {
+            return Ok(());
+        };
+        if stale_disruption_wait(&(&live).into(), &now) != Some(Duration::ZERO) {
+            return Ok(());
+        }
+        let mut desired = live.clone();
+        desired.status = Some(cleared_disruption_target(&live, &now));
+        self.writer
+            .replace_status(&api, &live, &desired)
+            .await
+            .map(|_| ())
+            .map_err(|e| failed(e.to_string()))
     }
 
     /// Beyond upstream: a workload's replica count changed, so the PDBs of its namespace are

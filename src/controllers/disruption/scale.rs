@@ -6,11 +6,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Pod, ReplicationController};
+use k8s_openapi::api::core::v1::ReplicationController;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIResourceList, OwnerReference};
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
+
+use crate::runtime::informer::Store;
+use crate::runtime::view::Pod;
 
 /// Groups upstream's finders accept for each built-in kind.
 const APPS_GROUPS: &[&str] = &["apps", "extensions"];
@@ -93,7 +95,7 @@ impl ScaleFinder {
         match owner.kind.as_str() {
             "ReplicationController" if group.is_empty() => {
                 let (name, ns) = key(&owner.name);
-                let rc = self.rcs.get(&ObjectRef::new(&name).within(&ns))?;
+                let rc = self.rcs.get(&ns, &name)?;
                 (rc.uid()? == owner.uid).then(|| {
                     (
                         owner.uid.clone(),
@@ -102,7 +104,7 @@ impl ScaleFinder {
                 })
             }
             "ReplicaSet" if APPS_GROUPS.contains(&group) => {
-                let rs = self.rss.get(&ObjectRef::new(&owner.name).within(ns))?;
+                let rs = self.rss.get(ns, &owner.name)?;
                 if rs.uid()? != owner.uid {
                     return None;
                 }
@@ -111,9 +113,7 @@ impl ScaleFinder {
                         if !APPS_GROUPS.contains(&group_of(&dep_ref.api_version).0) {
                             return None;
                         }
-                        let dep = self
-                            .deployments
-                            .get(&ObjectRef::new(&dep_ref.name).within(ns))?;
+                        let dep = self.deployments.get(ns, &dep_ref.name)?;
                         (dep.uid()? == dep_ref.uid)
                             .then(|| (dep_ref.uid.clone(), dep.spec.replicas.unwrap_or(1)))
                     }
@@ -121,9 +121,7 @@ impl ScaleFinder {
                 }
             }
             "StatefulSet" if group == "apps" => {
-                let sts = self
-                    .statefulsets
-                    .get(&ObjectRef::new(&owner.name).within(ns))?;
+                let sts = self.statefulsets.get(ns, &owner.name)?;
                 (sts.uid()? == owner.uid)
                     .then(|| (owner.uid.clone(), sts.spec.replicas.unwrap_or(1)))
             }

@@ -26,10 +26,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::{Pod, PodResourceClaim};
+use k8s_openapi::api::core::v1::PodResourceClaim;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use lru::LruCache;
 use prometheus::core::{Collector, Desc};
@@ -50,12 +49,13 @@ use crate::cli::{Controller, FeatureGate};
 use crate::runtime::badinput::BadInput;
 use crate::runtime::events::EventRecorder;
 use crate::runtime::index::Index;
-use crate::runtime::informer::{Change, Informer};
+use crate::runtime::informer::{Change, Informer, Store};
 use crate::runtime::mutation::MutationCache;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector::is_dns1123_subdomain;
 use crate::runtime::stored::key_of;
+use crate::runtime::view::Pod;
 use crate::runtime::writer::{ApiWriter, error_text};
 
 const CONTROLLER: &str = "resourceclaim-controller";
@@ -108,10 +108,6 @@ enum Key {
     Claim(String),
 }
 
-fn object_ref<K: Resource<DynamicType = ()>>(namespace: &str, name: &str) -> ObjectRef<K> {
-    ObjectRef::new(name).within(namespace)
-}
-
 fn split(key: &str) -> (&str, &str) {
     key.split_once('/').unwrap_or(("", key))
 }
@@ -141,13 +137,13 @@ struct ResourceClaims {
 impl ResourceClaims {
     /// The claim as this controller last knows it: the store, or its own newer write.
     fn claim(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaim>> {
-        let stored = self.claims.store().get(&object_ref(namespace, name));
+        let stored = self.claims.store().get(namespace, name);
         self.mutations
             .newest(namespace, name, stored, Instant::now())
     }
 
     fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
-        self.pods.store().get(&object_ref(namespace, name))
+        self.pods.store().get(namespace, name)
     }
 
     /// The claims the pod controls, including ones created a moment ago.
@@ -391,7 +387,7 @@ impl ResourceClaims {
         let template = self
             .templates
             .store()
-            .get(&object_ref(&namespace, template_name))
+            .get(&namespace, template_name)
             .ok_or_else(|| {
                 format!(
                     "resource claim template {template_name:?}: resourceclaimtemplate.resource.k8s.io {template_name:?} not found"

@@ -16,11 +16,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, ResourceQuota, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, ResourceQuota, Service};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ApiResource};
-use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use tokio::sync::{Notify, mpsc};
 
@@ -42,6 +41,7 @@ use crate::runtime::quantity::{Format, Quantity};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
 use crate::runtime::stored::Stored;
+use crate::runtime::view::Pod;
 use crate::runtime::writer::ApiWriter;
 
 const CONTROLLER: &str = "resourcequota-controller";
@@ -243,23 +243,14 @@ impl Quota {
                 let Some((claims, _)) = &self.claims else {
                     return Ok(Usage::default());
                 };
-                let claims: Vec<ResourceClaim> = claims
-                    .in_namespace(ns)
-                    .iter()
-                    .map(|c| (**c).clone())
-                    .collect();
-                let pods: Vec<Pod> = self
-                    .pods
-                    .in_namespace(ns)
-                    .iter()
-                    .map(|p| (**p).clone())
-                    .collect();
+                let claims = claims.in_namespace(ns);
+                let pods = self.pods.in_namespace(ns);
                 let lookup = SliceClaimLookup {
                     pods: &pods,
                     claims: &claims,
                 };
                 sum_usage(
-                    claims.iter(),
+                    claims.iter().map(|c| c.as_ref()),
                     names,
                     |c| claim_usage(c, classes, &lookup, &now),
                     |_| unscoped_matches(scope),
@@ -358,7 +349,7 @@ impl Quota {
         let Some((ns, name)) = quota_key.split_once('/') else {
             return Ok(());
         };
-        let Some(quota) = self.quotas.store().get(&ObjectRef::new(name).within(ns)) else {
+        let Some(quota) = self.quotas.store().get(ns, name) else {
             return Ok(());
         };
         self.ensure_counters(hard_names(&quota).iter());

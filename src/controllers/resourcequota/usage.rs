@@ -12,14 +12,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, PersistentVolumeClaim, Pod, PodAffinityTerm, ScopeSelector, Service,
-};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PodAffinityTerm, ScopeSelector, Service};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
 use crate::runtime::quantity::{Format, Quantity};
+use crate::runtime::view::{Container, ContainerStatus, Pod};
 
 /// A resource list with parsed quantities, keyed by resource name.
 pub type ResourceList = BTreeMap<String, Quantity>;
@@ -1422,16 +1423,19 @@ impl ClaimLookup for NoClaimLookup {
 
 /// A [`ClaimLookup`] over plain slices (linear scans).
 pub struct SliceClaimLookup<'a> {
-    pub pods: &'a [Pod],
-    pub claims: &'a [ResourceClaim],
+    pub pods: &'a [Arc<Pod>],
+    pub claims: &'a [Arc<ResourceClaim>],
 }
 
 impl ClaimLookup for SliceClaimLookup<'_> {
     fn pod(&self, namespace: &str, name: &str) -> Option<&Pod> {
-        self.pods.iter().find(|p| {
-            p.metadata.namespace.as_deref().unwrap_or_default() == namespace
-                && p.metadata.name.as_deref().unwrap_or_default() == name
-        })
+        self.pods
+            .iter()
+            .find(|p| {
+                p.metadata.namespace.as_deref().unwrap_or_default() == namespace
+                    && p.metadata.name.as_deref().unwrap_or_default() == name
+            })
+            .map(Arc::as_ref)
     }
 
     fn owned_claims(&self, namespace: &str, pod_uid: &str) -> Vec<&ResourceClaim> {
@@ -1441,6 +1445,7 @@ impl ClaimLookup for SliceClaimLookup<'_> {
                 extended_claim_pod_owner(c)
                     .is_some_and(|(ns, uid)| ns == namespace && uid == pod_uid)
             })
+            .map(Arc::as_ref)
             .collect()
     }
 }
@@ -3139,8 +3144,8 @@ mod tests {
         let empty = ExtendedResourceCache::new();
         for (name, claim, mapped, others, expected) in cases {
             let lookup = SliceClaimLookup {
-                pods: &pods,
-                claims: others,
+                pods: &arcs(&pods),
+                claims: &arcs(others),
             };
             let got = if mapped {
                 claim_usage(&claim, &classes, &lookup, &now())
@@ -3150,6 +3155,11 @@ mod tests {
             assert_eq!(strings(&got.list), want(&expected), "{name}");
             assert!(got.problems.is_empty(), "{name}: {:?}", got.problems);
         }
+    }
+
+    /// The lookup reads the stores' `Arc`s.
+    fn arcs<T: Clone>(objects: &[T]) -> Vec<Arc<T>> {
+        objects.iter().cloned().map(Arc::new).collect()
     }
 
     #[test]
@@ -3165,7 +3175,7 @@ mod tests {
             true,
         )];
         let lookup = SliceClaimLookup {
-            pods: &pods,
+            pods: &arcs(&pods),
             claims: &[],
         };
         let classes = ExtendedResourceCache::new();
@@ -3213,7 +3223,7 @@ mod tests {
             p.status.get_or_insert_with(Default::default).phase = Some("Succeeded".into());
         }
         let lookup = SliceClaimLookup {
-            pods: &done,
+            pods: &arcs(&done),
             claims: &[],
         };
         assert!(

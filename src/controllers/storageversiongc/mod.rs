@@ -14,14 +14,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
-use kube::runtime::reflector::{ObjectRef, Store};
 
 use self::gc::{
     IDENTITY_NAMESPACE, Outcome, collect, entries, has_identity_label, is_identity_lease,
 };
 use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
-use crate::runtime::informer::Change;
+use crate::runtime::informer::{Change, Store};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{READ_VERBS, Rule, informs};
 use crate::runtime::selector::is_dns1123_subdomain;
@@ -143,9 +142,8 @@ fn now() -> Time {
 /// StorageVersion add/update handler, which reads the lister).
 fn names_unknown_server(sv: &StorageVersion, leases: &Store<Lease>) -> bool {
     entries(sv).iter().any(|entry| {
-        let key = ObjectRef::new(&entry.api_server_id).within(IDENTITY_NAMESPACE);
         !leases
-            .get(&key)
+            .get(IDENTITY_NAMESPACE, &entry.api_server_id)
             .is_some_and(|lease| has_identity_label(&lease))
     })
 }

@@ -9,18 +9,17 @@ pub mod boundaries;
 use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::reflector::{ObjectRef, Store};
 
 use self::boundaries::{Decision, TTL_ANNOTATION, TtlState, annotation_patch, decide};
 use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
 use crate::runtime::badinput::BadInput;
-use crate::runtime::informer::Change;
+use crate::runtime::informer::{Change, Store};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
+use crate::runtime::stored::NodeMeta;
 use crate::runtime::writer::ApiWriter;
 
 const CONTROLLER: &str = "ttl-controller";
@@ -41,8 +40,8 @@ pub const ENTRY: ControllerEntry = ControllerEntry {
 
 #[derive(Clone)]
 struct Ttl {
-    nodes: Store<Node>,
-    api: Api<Node>,
+    nodes: Store<NodeMeta>,
+    api: Api<NodeMeta>,
     state: Arc<Mutex<TtlState>>,
     writer: ApiWriter,
     bad: Arc<BadInput>,
@@ -55,7 +54,7 @@ impl Ttl {
 
     /// Event handling as upstream's add/update/delete handlers, plus the enqueue-all on a
     /// step change.
-    fn on_change(&self, change: Change<Node>, queue: &WorkQueue<String>) {
+    fn on_change(&self, change: Change<NodeMeta>, queue: &WorkQueue<String>) {
         let (changed, enqueue) = match &change {
             Change::Added(node) => (self.state().node_added(), Some(node.name_any())),
             Change::Updated { new, .. } => (false, Some(new.name_any())),
@@ -82,7 +81,7 @@ impl Ttl {
     }
 
     async fn reconcile(&self, name: String) -> Result<(), kube::Error> {
-        let Some(node) = self.nodes.get(&ObjectRef::new(&name)) else {
+        let Some(node) = self.nodes.get("", &name) else {
             return Ok(());
         };
         let desired = self.state().desired_ttl();
@@ -122,7 +121,7 @@ impl Ttl {
 }
 
 async fn run(ctx: Context) -> Result<(), ControllerError> {
-    let informer = ctx.informers.get::<Node>();
+    let informer = ctx.informers.get::<NodeMeta>();
     let queue = WorkQueue::new(QUEUE, &ctx.metrics.workqueue);
     let ttl = Ttl {
         nodes: informer.store().clone(),
@@ -135,7 +134,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     // is patched with a TTL for a cluster size that is still being counted.
     let (handler, synced) = {
         let ttl = ttl.clone();
-        ctx.subscribe::<Node, _>(&queue, move |change, queue| ttl.on_change(change, queue))
+        ctx.subscribe::<NodeMeta, _>(&queue, move |change, queue| ttl.on_change(change, queue))
     };
     ctx.wait_synced(vec![synced]).await;
     ctx.run_workers(queue, WORKERS, CONTROLLER, move |name: String| {
