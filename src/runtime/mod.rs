@@ -16,6 +16,7 @@ pub mod mutation;
 pub mod quantity;
 pub mod queue;
 pub mod rbac;
+pub mod restclient;
 pub mod selector;
 pub mod stored;
 pub mod writer;
