@@ -12,6 +12,8 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 
+use crate::runtime::golang::go_quote;
+
 /// Groups upstream's finders accept for each built-in kind.
 const APPS_GROUPS: &[&str] = &["apps", "extensions"];
 
@@ -78,7 +80,10 @@ impl ScaleFinder {
                 None => self.find_by_scale_subresource(owner, &ns).await?,
             };
             let Some((uid, scale)) = found else {
-                return Err(format!("found no controllers for pod {:?}", pod.name_any()));
+                return Err(format!(
+                    "found no controllers for pod {}",
+                    go_quote(&pod.name_any())
+                ));
             };
             scales.insert(uid, scale);
         }
@@ -151,8 +156,9 @@ impl ScaleFinder {
             .map(|r| r.name.clone())
         else {
             return Err(format!(
-                "no matches for kind {:?} in group {group:?}",
-                owner.kind
+                "no matches for kind {} in group {}",
+                go_quote(&owner.kind),
+                go_quote(group)
             ));
         };
         let has_scale = resources
@@ -212,7 +218,11 @@ impl ScaleFinder {
         };
         let list = fetched.map_err(|err| match err {
             kube::Error::Api(status) if status.code == 404 => {
-                format!("no matches for kind {kind:?} in version {api_version:?}")
+                format!(
+                    "no matches for kind {} in version {}",
+                    go_quote(kind),
+                    go_quote(api_version)
+                )
             }
             other => other.to_string(),
         })?;
