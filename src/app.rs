@@ -8,9 +8,9 @@ use futures::future::join_all;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
+use crate::cli::Controller;
 use crate::cli::Settings;
 use crate::controllers::{Context, ControllerEntry};
-use crate::cli::Controller;
 use crate::runtime::client::{ClientError, Clients, load_config};
 use crate::runtime::clock::{self, Clock};
 use crate::runtime::http;

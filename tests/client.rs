@@ -55,12 +55,18 @@ async fn every_controller_and_the_informers_have_their_own_token_bucket() {
     .await;
 
     eventually("every node annotated", DEADLINE, || async {
-        nodes.list(&Default::default()).await.unwrap().items.iter().all(|n| {
-            n.metadata
-                .annotations
-                .as_ref()
-                .is_some_and(|a| a.contains_key("node.alpha.kubernetes.io/ttl"))
-        })
+        nodes
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .all(|n| {
+                n.metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key("node.alpha.kubernetes.io/ttl"))
+            })
     })
     .await;
     let svs: Api<StorageVersion> = Api::all(server.client());

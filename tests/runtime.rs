@@ -206,14 +206,20 @@ async fn each_client_keeps_to_its_own_qps_and_burst_and_records_client_go_metric
     );
     let rest = &metrics.rest_client;
     assert_eq!(
-        rest.requests.with_label_values(&["200", "GET", &host]).get(),
+        rest.requests
+            .with_label_values(&["200", "GET", &host])
+            .get(),
         7
     );
     let waited = rest
         .rate_limiter_duration
         .with_label_values(&["GET", &host]);
     assert_eq!(waited.get_sample_count(), 7);
-    assert!(waited.get_sample_sum() >= 0.45, "{}", waited.get_sample_sum());
+    assert!(
+        waited.get_sample_sum() >= 0.45,
+        "{}",
+        waited.get_sample_sum()
+    );
     let durations = rest.request_duration.with_label_values(&["GET", &host]);
     assert_eq!(durations.get_sample_count(), 7);
 
@@ -232,7 +238,9 @@ async fn each_client_keeps_to_its_own_qps_and_burst_and_records_client_go_metric
     // Errors are counted by code, as client-go does.
     assert!(api.get("missing").await.is_err());
     assert_eq!(
-        rest.requests.with_label_values(&["404", "GET", &host]).get(),
+        rest.requests
+            .with_label_values(&["404", "GET", &host])
+            .get(),
         1
     );
 }

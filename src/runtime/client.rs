@@ -128,9 +128,7 @@ struct ClientLayer {
 
 impl<S> Layer<S> for ClientLayer
 where
-    S: Service<Request<Body>, Response = Response<Box<DynBody>>, Error = BoxError>
-        + Send
-        + 'static,
+    S: Service<Request<Body>, Response = Response<Box<DynBody>>, Error = BoxError> + Send + 'static,
     S::Future: Send + 'static,
 {
     type Service = Throttled<S::Future>;
@@ -204,12 +202,8 @@ where
                 .requests
                 .with_label_values(&[&code, method.as_str(), &layer.host])
                 .inc();
-            let timer = (!watch).then(|| {
-                (
-                    metrics.request_duration.with_label_values(&labels),
-                    start,
-                )
-            });
+            let timer =
+                (!watch).then(|| (metrics.request_duration.with_label_values(&labels), start));
             match result {
                 Ok(resp) => Ok(resp.map(|body| TimedBody { body, timer })),
                 Err(err) => {
