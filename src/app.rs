@@ -8,9 +8,10 @@ use futures::future::join_all;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
+use crate::cli::Controller;
 use crate::cli::Settings;
 use crate::controllers::{Context, ControllerEntry};
-use crate::runtime::client::{ClientError, build_client, load_config};
+use crate::runtime::client::{ClientError, Clients, load_config};
 use crate::runtime::clock::{self, Clock};
 use crate::runtime::informer::Informers;
 use crate::runtime::leader::{LeaderElectionConfig, LeaderElector, default_identity};
@@ -81,19 +82,25 @@ async fn api_served(client: &Client, group: &str, version: &str) -> bool {
         .is_ok()
 }
 
+/// The name of `controller`'s client, as upstream's `ClientBuilder.ClientOrDie(name)`: it
+/// ends the user agent and owns a token bucket.
+fn client_name(controller: Controller) -> &'static str {
+    match controller {
+        Controller::ResourceQuota => "resourcequota-controller",
+        Controller::ResourceClaim => "resource-claim-controller",
+        Controller::Disruption => "disruption-controller",
+        Controller::Ttl => "ttl-controller",
+        Controller::StorageVersionGc => "storage-version-garbage-collector",
+    }
+}
+
 /// Runs kcm until SIGTERM/SIGINT (Ok) or until the lease is lost or a controller fails (Err).
 pub async fn run(settings: Settings) -> Result<(), AppError> {
     let identity = default_identity();
     let config = load_config(settings.kubeconfig.as_deref()).await?;
-    let client = build_client(
-        config,
-        settings.kube_api_qps,
-        settings.kube_api_burst.get(),
-        &identity,
-    )?;
-    run_with_client(
+    run_with_config(
         settings,
-        client,
+        config,
         identity,
         clock::system(),
         termination_signal(),
@@ -101,15 +108,27 @@ pub async fn run(settings: Settings) -> Result<(), AppError> {
     .await
 }
 
-/// The body of [`run`] with the client, clock and stop signal given, so tests can drive it.
-pub async fn run_with_client(
+/// The body of [`run`] with the cluster configuration, clock and stop signal given, so tests
+/// can drive it.
+pub async fn run_with_config(
     settings: Settings,
-    client: Client,
+    config: kube::Config,
     identity: String,
     clock: Clock,
     stop_signal: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AppError> {
     let metrics = Metrics::new()?;
+    // One client and bucket per user, as kube-controller-manager: the shared informers, the
+    // metadata informers, discovery, leader election, and each controller (below).
+    let clients = Clients::new(
+        config,
+        settings.kube_api_qps,
+        settings.kube_api_burst.get(),
+        &identity,
+        metrics.rest_client.clone(),
+    );
+    let metadata_client = clients.client("metadata-informers")?;
+    let discovery = clients.client("controller-discovery")?;
     let stop = CancellationToken::new();
     let signal_stop = stop.clone();
     tokio::spawn(async move {
@@ -118,7 +137,11 @@ pub async fn run_with_client(
         signal_stop.cancel();
     });
     let controllers_stop = CancellationToken::new();
-    let informers = Informers::new(client.clone(), metrics.clone(), controllers_stop.clone());
+    let informers = Informers::new(
+        clients.client("shared-informers")?,
+        metrics.clone(),
+        controllers_stop.clone(),
+    );
 
     // Standbys are ready (they are healthy, waiting for the lease); a leader is ready once
     // every store it started has synced.
@@ -140,9 +163,9 @@ pub async fn run_with_client(
         serving::serve_plain(addr, metrics.clone(), readiness, stop.clone()).await?;
     }
 
-    let elector = settings.leader_election.as_ref().map(|le| {
-        LeaderElector::new(
-            client.clone(),
+    let elector = match &settings.leader_election {
+        Some(le) => Some(LeaderElector::new(
+            clients.client("leader-election")?,
             LeaderElectionConfig {
                 namespace: le.resource_namespace.clone(),
                 name: le.resource_name.clone(),
@@ -151,8 +174,9 @@ pub async fn run_with_client(
                 renew_deadline: le.renew_deadline,
                 retry_period: le.retry_period,
             },
-        )
-    });
+        )),
+        None => None,
+    };
     let lease_name = settings
         .leader_election
         .as_ref()
@@ -177,15 +201,7 @@ pub async fn run_with_client(
     }
     leading.store(true, Ordering::SeqCst);
 
-    let ctx = Context {
-        client: client.clone(),
-        informers,
-        metrics: metrics.clone(),
-        settings: Arc::new(settings.clone()),
-        shutdown: controllers_stop.clone(),
-        clock,
-        startup: Startup::new(""),
-    };
+    let shared_settings = Arc::new(settings.clone());
     for (controller, gate) in &settings.skipped_for_gates {
         tracing::info!(controller = %controller, gate, "controller is disabled by feature gate");
     }
@@ -195,7 +211,7 @@ pub async fn run_with_client(
         .filter(|e| settings.enabled_controllers.contains(&e.controller))
     {
         if let Some((group, version)) = entry.api
-            && !api_served(&client, group, version).await
+            && !api_served(&discovery, group, version).await
         {
             tracing::warn!(controller = %entry.controller, api = format!("{group}/{version}"), "the cluster does not serve this API; controller skipped");
             continue;
@@ -203,8 +219,14 @@ pub async fn run_with_client(
         tracing::info!(controller = %entry.controller, "starting controller");
         let name = entry.controller.canonical_name();
         let run = (entry.run)(Context {
+            client: clients.client(client_name(entry.controller))?,
+            metadata_client: metadata_client.clone(),
+            informers: informers.clone(),
+            metrics: metrics.clone(),
+            settings: shared_settings.clone(),
+            shutdown: controllers_stop.clone(),
+            clock: clock.clone(),
             startup: Startup::new(name),
-            ..ctx.clone()
         });
         tasks.push(tokio::spawn(async move {
             run.await

@@ -166,14 +166,26 @@ async fn events_are_recorded_under_the_reporting_name_and_withheld_in_shadow() {
 }
 
 #[tokio::test]
-async fn the_client_keeps_to_its_qps_and_burst() {
+async fn each_client_keeps_to_its_own_qps_and_burst_and_records_client_go_metrics() {
     let server = TestServer::start().await;
     let config = kcm::runtime::client::load_config(Some(server.kubeconfig_path()))
         .await
         .unwrap();
+    let host = format!(
+        "{}:{}",
+        config.cluster_url.host().unwrap(),
+        config.cluster_url.port_u16().unwrap()
+    );
+    let metrics = Metrics::new().unwrap();
+    let clients = kcm::runtime::client::Clients::new(
+        config,
+        10.0,
+        2,
+        "qps-test",
+        metrics.rest_client.clone(),
+    );
     // Burst 2, then 10 per second: 7 requests need at least 5 waits of 100 ms.
-    let client = kcm::runtime::client::build_client(config, 10.0, 2, "qps-test").unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let api: Api<ConfigMap> = Api::namespaced(clients.client("first").unwrap(), "default");
     let start = std::time::Instant::now();
     for _ in 0..7 {
         api.list(&ListParams::default()).await.unwrap();
@@ -189,7 +201,46 @@ async fn the_client_keeps_to_its_qps_and_burst() {
         .map(|r| r.user_agent.clone())
         .unwrap_or_default();
     assert!(
-        agent.starts_with("kube-controller-manager/") && agent.ends_with("kcm/qps-test"),
+        agent.starts_with("kube-controller-manager/") && agent.ends_with("kcm/qps-test/first"),
         "{agent}"
+    );
+    let rest = &metrics.rest_client;
+    assert_eq!(
+        rest.requests
+            .with_label_values(&["200", "GET", &host])
+            .get(),
+        7
+    );
+    let waited = rest
+        .rate_limiter_duration
+        .with_label_values(&["GET", &host]);
+    assert_eq!(waited.get_sample_count(), 7);
+    assert!(
+        waited.get_sample_sum() >= 0.45,
+        "{}",
+        waited.get_sample_sum()
+    );
+    let durations = rest.request_duration.with_label_values(&["GET", &host]);
+    assert_eq!(durations.get_sample_count(), 7);
+
+    // Another client has a full bucket of its own: its first 2 requests take a token at
+    // once, whatever the first client used (the recorded wait is 0 before any await).
+    let other: Api<ConfigMap> = Api::namespaced(clients.client("second").unwrap(), "default");
+    let waited_before = waited.get_sample_sum();
+    for _ in 0..2 {
+        other.list(&ListParams::default()).await.unwrap();
+    }
+    assert_eq!(waited.get_sample_count(), 9);
+    assert!(
+        waited.get_sample_sum() - waited_before < 0.05,
+        "the second client waited for the first one's bucket"
+    );
+    // Errors are counted by code, as client-go does.
+    assert!(api.get("missing").await.is_err());
+    assert_eq!(
+        rest.requests
+            .with_label_values(&["404", "GET", &host])
+            .get(),
+        1
     );
 }

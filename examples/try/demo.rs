@@ -82,16 +82,10 @@ impl Demo {
         let settings = <kcm::cli::Options as clap::Parser>::try_parse_from(args)?.validate()?;
         let config = kcm::runtime::client::load_config(settings.kubeconfig.as_deref()).await?;
         let identity = kcm::runtime::leader::default_identity();
-        let kcm_client = kcm::runtime::client::build_client(
-            config,
-            settings.kube_api_qps,
-            settings.kube_api_burst.get(),
-            &identity,
-        )?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let kcm = tokio::spawn(kcm::app::run_with_client(
+        let kcm = tokio::spawn(kcm::app::run_with_config(
             settings,
-            kcm_client,
+            config,
             identity,
             kcm::runtime::clock::system(),
             async move {

@@ -27,7 +27,12 @@ use crate::runtime::writer::ApiWriter;
 /// What a controller runs with.
 #[derive(Clone)]
 pub struct Context {
+    /// The controller's own client: its reads, writes, events and discovery share one
+    /// token bucket that no other controller uses (upstream's per-controller client).
     pub client: Client,
+    /// The metadata informers' client (upstream's `metadata-informers`), for the metadata
+    /// watches a controller starts on demand.
+    pub metadata_client: Client,
     pub informers: Informers,
     pub metrics: Metrics,
     pub settings: Arc<Settings>,

@@ -1,20 +1,24 @@
-//! The kube client: configuration lookup as kube-controller-manager does it, an identifying
-//! user agent, and client-go's client-side rate limit (`--kube-api-qps`/`--kube-api-burst`).
+//! The kube clients: configuration lookup as kube-controller-manager does it, identifying
+//! user agents, client-go's client-side rate limit (`--kube-api-qps`/`--kube-api-burst`),
+//! one bucket per client as upstream, and client-go's REST client metrics.
 
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use kube::client::ClientBuilder;
+use http::{Request, Response};
+use kube::client::{Body, ClientBuilder, DynBody};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
-use std::future::Future;
-use std::pin::Pin;
-use std::task::ready;
-use tower::{Layer, Service};
+use prometheus::Histogram;
+use tower::buffer::Buffer;
+use tower::{BoxError, Layer, Service, ServiceExt};
 
 use super::backoff::TokenBucket;
+use super::restclient::{ERROR_CODE, RestClientMetrics};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -50,90 +54,200 @@ pub async fn load_config(kubeconfig: Option<&Path>) -> Result<Config, ClientErro
     }
 }
 
-/// A client whose every request waits for a token (`qps` sustained, `burst` at once).
-/// The user agent starts with `kube-controller-manager/` so that the field manager the API
-/// server derives for plain updates is upstream's, and ends with the process identity so
-/// requests can be told apart.
-pub fn build_client(
-    mut config: Config,
+/// Builds the process's API clients. As kube-controller-manager's client builder, every
+/// client gets its own token bucket sized by `--kube-api-qps`/`--kube-api-burst`: each
+/// controller, the shared informers, the metadata informers, discovery and leader election
+/// are throttled apart, so one's backlog never delays another.
+#[derive(Clone)]
+pub struct Clients {
+    config: Config,
     qps: f32,
     burst: u32,
-    identity: &str,
-) -> Result<Client, ClientError> {
-    let agent = format!(
-        "kube-controller-manager/kcm-{} kcm/{identity}",
-        env!("CARGO_PKG_VERSION")
-    );
-    config.headers.push((
-        http::header::USER_AGENT,
-        http::HeaderValue::from_str(&agent)?,
-    ));
-    let builder = ClientBuilder::try_from(config)?;
-    let layer = RateLimitLayer {
-        bucket: Arc::new(Mutex::new(TokenBucket::new(f64::from(qps), burst))),
-    };
-    Ok(builder.with_layer(&layer).build())
+    identity: String,
+    metrics: RestClientMetrics,
+}
+
+impl Clients {
+    pub fn new(
+        config: Config,
+        qps: f32,
+        burst: u32,
+        identity: &str,
+        metrics: RestClientMetrics,
+    ) -> Self {
+        Self {
+            config,
+            qps,
+            burst,
+            identity: identity.to_string(),
+            metrics,
+        }
+    }
+
+    /// A new client named `name` (upstream's client name, e.g. `resourcequota-controller`)
+    /// with a bucket of its own. The user agent starts with `kube-controller-manager/` so
+    /// that the field manager the API server derives for plain updates is upstream's, and
+    /// ends, as upstream's, with `/<name>`, after the process identity, so requests can be
+    /// told apart by process and by client. Must be called inside the tokio runtime.
+    pub fn client(&self, name: &str) -> Result<Client, ClientError> {
+        let mut config = self.config.clone();
+        let agent = format!(
+            "kube-controller-manager/kcm-{} kcm/{}/{name}",
+            env!("CARGO_PKG_VERSION"),
+            self.identity
+        );
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_str(&agent)?,
+        ));
+        let url = &config.cluster_url;
+        // client-go labels its metrics with the URL's host (and port, when given).
+        let host: Arc<str> = match (url.host(), url.port_u16()) {
+            (Some(host), Some(port)) => format!("{host}:{port}").into(),
+            (Some(host), None) => host.into(),
+            (None, _) => "none".into(),
+        };
+        let layer = ClientLayer {
+            bucket: Arc::new(Mutex::new(TokenBucket::new(
+                f64::from(self.qps),
+                self.burst,
+            ))),
+            metrics: self.metrics.clone(),
+            host,
+        };
+        Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
+    }
 }
 
 #[derive(Clone)]
-struct RateLimitLayer {
+struct ClientLayer {
     bucket: Arc<Mutex<TokenBucket>>,
+    metrics: RestClientMetrics,
+    host: Arc<str>,
 }
 
-impl<S> Layer<S> for RateLimitLayer {
-    type Service = RateLimited<S>;
+impl<S> Layer<S> for ClientLayer
+where
+    S: Service<Request<Body>, Response = Response<Box<DynBody>>, Error = BoxError> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Service = Throttled<S::Future>;
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimited {
-            inner,
-            bucket: self.bucket.clone(),
-            wait: None,
-            permitted: false,
+        Throttled {
+            // The buffer makes the inner stack cloneable, so each request can wait for its
+            // token in its own future: a throttled request never holds up a watch.
+            inner: Buffer::new(inner, 1024),
+            layer: self.clone(),
         }
     }
 }
 
-/// Waits for a token in `poll_ready`, as tower's own rate limiter does; kube drives this
-/// service from one buffer task, so requests take tokens in order.
-struct RateLimited<S> {
-    inner: S,
-    bucket: Arc<Mutex<TokenBucket>>,
-    wait: Option<Pin<Box<tokio::time::Sleep>>>,
-    permitted: bool,
+/// Takes a token per request, in call order, as client-go's limiter does (watches take
+/// none), and records client-go's REST client metrics.
+struct Throttled<F> {
+    inner: Buffer<Request<Body>, F>,
+    layer: ClientLayer,
 }
 
-impl<S, Req> Service<Req> for RateLimited<S>
-where
-    S: Service<Req>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
+/// Whether `uri` starts a watch (client-go neither throttles nor times those).
+fn is_watch(uri: &http::Uri) -> bool {
+    uri.query()
+        .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"))
+}
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        if !self.permitted {
-            if self.wait.is_none() {
-                let delay = self
-                    .bucket
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .reserve(Instant::now());
-                if delay.is_zero() {
-                    self.permitted = true;
-                } else {
-                    self.wait = Some(Box::pin(tokio::time::sleep(delay)));
+impl<F> Service<Request<Body>> for Throttled<F>
+where
+    F: Future<Output = Result<Response<Box<DynBody>>, BoxError>> + Send + 'static,
+{
+    type Response = Response<TimedBody>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        let watch = is_watch(req.uri());
+        // Reserve now, so tokens go out in call order even though requests wait apart.
+        let delay = (!watch).then(|| {
+            self.layer
+                .bucket
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .reserve(Instant::now())
+        });
+        let mut inner = self.inner.clone();
+        let layer = self.layer.clone();
+        let method = req.method().clone();
+        Box::pin(async move {
+            let start = Instant::now();
+            let metrics = &layer.metrics;
+            let labels = [method.as_str(), &*layer.host];
+            if let Some(delay) = delay {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                metrics
+                    .rate_limiter_duration
+                    .with_label_values(&labels)
+                    .observe(start.elapsed().as_secs_f64());
+            }
+            let result = inner.ready().await?.call(req).await;
+            let code = match &result {
+                Ok(resp) => resp.status().as_str().to_string(),
+                Err(_) => ERROR_CODE.to_string(),
+            };
+            metrics
+                .requests
+                .with_label_values(&[&code, method.as_str(), &layer.host])
+                .inc();
+            let timer =
+                (!watch).then(|| (metrics.request_duration.with_label_values(&labels), start));
+            match result {
+                Ok(resp) => Ok(resp.map(|body| TimedBody { body, timer })),
+                Err(err) => {
+                    if let Some((histogram, start)) = timer {
+                        histogram.observe(start.elapsed().as_secs_f64());
+                    }
+                    Err(err)
                 }
             }
-            if let Some(wait) = self.wait.as_mut() {
-                ready!(wait.as_mut().poll(cx));
-                self.wait = None;
-                self.permitted = true;
-            }
+        })
+    }
+}
+
+/// A response body that observes the request's duration once it has been read (or
+/// dropped), as client-go's includes reading the response.
+pub struct TimedBody {
+    body: Box<DynBody>,
+    timer: Option<(Histogram, Instant)>,
+}
+
+impl Drop for TimedBody {
+    fn drop(&mut self) {
+        if let Some((histogram, start)) = self.timer.take() {
+            histogram.observe(start.elapsed().as_secs_f64());
         }
-        self.inner.poll_ready(cx)
+    }
+}
+
+impl http_body::Body for TimedBody {
+    type Data = bytes::Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
     }
 
-    fn call(&mut self, req: Req) -> Self::Future {
-        self.permitted = false;
-        self.inner.call(req)
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }

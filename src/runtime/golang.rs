@@ -1,5 +1,7 @@
-//! Go's string quoting, so error messages and events that embed values read exactly as
-//! upstream's (`%q` in Go format strings).
+//! Go's renderings of values, so error messages and events that embed values read exactly
+//! as upstream's: `%q` of a string, and `%v` of the API types upstream embeds.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 /// Go's `strconv.Quote` (`%q`). Printability is approximated: controls, non-ASCII spaces,
 /// common format characters and private use are escaped.
@@ -48,9 +50,72 @@ fn go_printable(c: char) -> bool {
         ))
 }
 
+/// Go's `%v` of a `[]string`: `[a b]`, elements unquoted; nil and empty alike give `[]`.
+pub fn go_string_slice(values: &[String]) -> String {
+    format!("[{}]", values.join(" "))
+}
+
+/// Go's `%v` of a `*metav1.LabelSelector`: its generated `String()` (gogo protobuf) in
+/// apimachinery's `generated.pb.go`. `nil` for no selector; match labels sorted by key,
+/// values unquoted; each requirement without its leading `&`; empty parts as `{}`.
+pub fn go_label_selector(selector: Option<&LabelSelector>) -> String {
+    let Some(selector) = selector else {
+        return "nil".into();
+    };
+    let mut out = String::from("&LabelSelector{MatchLabels:map[string]string{");
+    // A BTreeMap iterates in key order, as the generated method sorts its keys.
+    for (key, value) in selector.match_labels.iter().flatten() {
+        out.push_str(&format!("{key}: {value},"));
+    }
+    out.push_str("},MatchExpressions:[]LabelSelectorRequirement{");
+    for req in selector.match_expressions.iter().flatten() {
+        out.push_str(&format!(
+            "LabelSelectorRequirement{{Key:{},Operator:{},Values:{},}},",
+            req.key,
+            req.operator,
+            go_string_slice(req.values.as_deref().unwrap_or_default())
+        ));
+    }
+    out.push_str("},}");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn selector(v: serde_json::Value) -> LabelSelector {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn go_label_selector_matches_the_generated_string_method() {
+        assert_eq!(go_label_selector(None), "nil");
+        assert_eq!(
+            go_label_selector(Some(&selector(serde_json::json!({})))),
+            "&LabelSelector{MatchLabels:map[string]string{},MatchExpressions:[]LabelSelectorRequirement{},}"
+        );
+        assert_eq!(
+            go_label_selector(Some(&selector(
+                serde_json::json!({ "matchLabels": { "app": "web" } })
+            ))),
+            "&LabelSelector{MatchLabels:map[string]string{app: web,},MatchExpressions:[]LabelSelectorRequirement{},}"
+        );
+        assert_eq!(
+            go_label_selector(Some(&selector(serde_json::json!({
+                "matchLabels": { "z": "1", "a.b/c": "x y", "m": "" },
+                "matchExpressions": [
+                    { "key": "tier", "operator": "In", "values": ["a", "b"] },
+                    { "key": "gone", "operator": "DoesNotExist" },
+                    { "key": "e", "operator": "NotIn", "values": [] },
+                ],
+            })))),
+            "&LabelSelector{MatchLabels:map[string]string{a.b/c: x y,m: ,z: 1,},MatchExpressions:[]LabelSelectorRequirement{\
+LabelSelectorRequirement{Key:tier,Operator:In,Values:[a b],},\
+LabelSelectorRequirement{Key:gone,Operator:DoesNotExist,Values:[],},\
+LabelSelectorRequirement{Key:e,Operator:NotIn,Values:[],},},}"
+        );
+    }
 
     #[test]
     fn go_quote_matches_strconv_quote() {

@@ -1,12 +1,15 @@
-//! One Prometheus registry for the process: client-go's workqueue families, plus kcm's own
-//! reconcile, write, store, watch, shadow and leader-election metrics.
+//! One Prometheus registry for the process: client-go's workqueue and REST client families,
+//! the `process_*` families, plus kcm's own reconcile, write, store, watch, shadow and
+//! leader-election metrics.
 
 use prometheus::core::Collector;
+use prometheus::process_collector::ProcessCollector;
 use prometheus::{
     HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 use super::queue::WorkqueueMetrics;
+use super::restclient::RestClientMetrics;
 
 fn family_names(collectors: &[&dyn Collector]) -> Vec<String> {
     collectors
@@ -20,6 +23,7 @@ fn family_names(collectors: &[&dyn Collector]) -> Vec<String> {
 pub struct Metrics {
     registry: Registry,
     pub workqueue: WorkqueueMetrics,
+    pub rest_client: RestClientMetrics,
     /// Reconciles by controller and result (`success`, `error`).
     pub reconciles: IntCounterVec,
     pub reconcile_duration: HistogramVec,
@@ -73,8 +77,9 @@ impl Metrics {
             &["controller"],
         )?;
         registry.register(Box::new(reconcile_duration.clone()))?;
-        Ok(Self {
+        let metrics = Self {
             workqueue: WorkqueueMetrics::register(&registry)?,
+            rest_client: RestClientMetrics::register(&registry)?,
             reconciles: counter(
                 &registry,
                 "kcm_reconcile_total",
@@ -120,7 +125,11 @@ impl Metrics {
             )?,
             registry,
             registered: Default::default(),
-        })
+        };
+        // `process_*` (CPU, memory, file descriptors, threads, start time), as every Go
+        // component exports them.
+        metrics.register(Box::new(ProcessCollector::for_self()))?;
+        Ok(metrics)
     }
 
     /// Registers a controller's own metric family (upstream's names, e.g.
@@ -147,6 +156,9 @@ impl Metrics {
             &wq.unfinished_work,
             &wq.longest_running_processor,
             &wq.retries,
+            &self.rest_client.requests,
+            &self.rest_client.request_duration,
+            &self.rest_client.rate_limiter_duration,
             &self.reconciles,
             &self.reconcile_duration,
             &self.api_writes,

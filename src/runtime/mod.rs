@@ -15,6 +15,7 @@ pub mod mutation;
 pub mod quantity;
 pub mod queue;
 pub mod rbac;
+pub mod restclient;
 pub mod selector;
 pub mod serving;
 pub mod startup;

@@ -114,7 +114,7 @@ impl Drop for Kcm {
     }
 }
 
-/// kcm's real code (`app::run_with_client`) in this process against `server`, stopped by
+/// kcm's real code (`app::run_with_config`) in this process against `server`, stopped by
 /// `stop()`; serves HTTP on `port`. The server refuses, as RBAC would, every kcm request
 /// that the RBAC table of the selected controllers does not allow, and `stop()` fails the
 /// test if there was any: the table is checked against the calls kcm really makes.
@@ -202,6 +202,11 @@ impl InProcess {
         if !extra.iter().any(|a| a.starts_with("--leader-elect")) {
             args.push("--leader-elect=false".into());
         }
+        // No client-side throttling unless the test sets the rate.
+        if !extra.iter().any(|a| a.starts_with("--kube-api-")) {
+            args.push("--kube-api-qps=1000".into());
+            args.push("--kube-api-burst=1000".into());
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
         let settings = <kcm::cli::Options as clap::Parser>::try_parse_from(&args)
             .expect("flags parse")
@@ -210,14 +215,12 @@ impl InProcess {
         let config = kcm::runtime::client::load_config(Some(server.kubeconfig_path()))
             .await
             .expect("kubeconfig");
-        let client =
-            kcm::runtime::client::build_client(config, 1000.0, 1000, "test").expect("client");
         let denied = std::sync::Arc::default();
         server.authorize(authorizer(&settings, std::sync::Arc::clone(&denied)));
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(kcm::app::run_with_client(
+        let task = tokio::spawn(kcm::app::run_with_config(
             settings,
-            client,
+            config,
             "test".into(),
             clock,
             async move {

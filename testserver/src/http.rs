@@ -59,6 +59,45 @@ fn json_response(code: u16, body: &Value) -> Response {
         .into_response()
 }
 
+/// The real API server gzips a response body above 128 KiB when the client accepts gzip
+/// (`APIResponseCompression`, on by default); watches are streamed as they are.
+const GZIP_THRESHOLD: usize = 128 * 1024;
+
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|e| e.split(';').next().is_some_and(|c| c.trim() == "gzip"))
+}
+
+async fn gzip_large(response: Response) -> Response {
+    use std::io::Write;
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "reading the response failed",
+        )
+            .into_response();
+    };
+    if bytes.len() <= GZIP_THRESHOLD {
+        return Response::from_parts(parts, Body::from(bytes));
+    }
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    match encoder.write_all(&bytes).and_then(|()| encoder.finish()) {
+        Ok(compressed) => {
+            parts.headers.remove(header::CONTENT_LENGTH);
+            parts
+                .headers
+                .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+            Response::from_parts(parts, Body::from(compressed))
+        }
+        Err(_) => Response::from_parts(parts, Body::from(bytes)),
+    }
+}
+
 fn error_response(err: &ApiError) -> Response {
     let mut resp = json_response(err.code, &err.to_status());
     if let Some(secs) = err.retry_after
@@ -249,6 +288,11 @@ async fn handle(
     )
     .then(|| parsed_body.clone())
     .flatten();
+    let response = if info.verb != "watch" && accepts_gzip(&headers) {
+        gzip_large(response).await
+    } else {
+        response
+    };
     shared.faults.record(RequestRecord {
         info,
         method: method.to_string(),

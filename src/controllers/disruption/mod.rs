@@ -8,6 +8,7 @@
 //! namespace, so `expectedPods` follows a scale-up even before new pods appear.
 
 pub mod budget;
+mod messages;
 mod scale;
 
 use std::sync::Arc;
@@ -135,11 +136,10 @@ impl Disruption {
         if let Some(first) = pdbs.first() {
             queue.add(key_of(first.as_ref()));
             if pdbs.len() > 1 && check_stale {
-                let note = format!(
-                    "Pod {:?}/{:?} matches multiple PodDisruptionBudgets.  Chose {:?} arbitrarily.",
-                    pod.namespace().unwrap_or_default(),
-                    pod.name_any(),
-                    first.name_any()
+                let note = messages::multiple_pdbs(
+                    &pod.namespace().unwrap_or_default(),
+                    &pod.name_any(),
+                    &first.name_any(),
                 );
                 self.event(
                     pod.object_ref(&()),
@@ -247,9 +247,12 @@ impl Disruption {
             match self.scales.expected_scale(&pod_refs).await {
                 Ok((scale, unmanaged)) => {
                     if !unmanaged.is_empty() {
-                        self.event(pdb_ref.clone(), true, "UnmanagedPods", format!(
-                            "Pods selected by this PodDisruptionBudget (selector: {selector}) were found to be unmanaged. As a result, the status of the PDB cannot be calculated correctly, which may result in undefined behavior. To account for these pods please set \".spec.minAvailable\" field of the PDB to an integer value."
-                        ));
+                        self.event(
+                            pdb_ref.clone(),
+                            true,
+                            "UnmanagedPods",
+                            messages::unmanaged_pods(spec.selector.as_ref()),
+                        );
                     }
                     Some(scale)
                 }
@@ -282,14 +285,11 @@ impl Disruption {
         let pdb_ns = pdb.namespace().unwrap_or_default();
         for name in &disrupted.expired {
             if let Some(pod) = pods.iter().find(|p| &p.name_any() == name) {
-                // Upstream prints the PDB namespace twice; kept for identical events.
                 self.event(
                     pod.object_ref(&()),
                     true,
                     "NotDeleted",
-                    format!(
-                        "Pod was expected by PDB {pdb_ns}/{pdb_ns} to be deleted but it wasn't"
-                    ),
+                    messages::not_deleted(&pdb_ns),
                 );
             }
         }

@@ -13,6 +13,7 @@ use kube::{Client, Resource, ResourceExt};
 
 use crate::runtime::informer::Store;
 use crate::runtime::view::Pod;
+use crate::runtime::golang::go_quote;
 
 /// Groups upstream's finders accept for each built-in kind.
 const APPS_GROUPS: &[&str] = &["apps", "extensions"];
@@ -80,7 +81,10 @@ impl ScaleFinder {
                 None => self.find_by_scale_subresource(owner, &ns).await?,
             };
             let Some((uid, scale)) = found else {
-                return Err(format!("found no controllers for pod {:?}", pod.name_any()));
+                return Err(format!(
+                    "found no controllers for pod {}",
+                    go_quote(&pod.name_any())
+                ));
             };
             scales.insert(uid, scale);
         }
@@ -149,8 +153,9 @@ impl ScaleFinder {
             .map(|r| r.name.clone())
         else {
             return Err(format!(
-                "no matches for kind {:?} in group {group:?}",
-                owner.kind
+                "no matches for kind {} in group {}",
+                go_quote(&owner.kind),
+                go_quote(group)
             ));
         };
         let has_scale = resources
@@ -210,7 +215,11 @@ impl ScaleFinder {
         };
         let list = fetched.map_err(|err| match err {
             kube::Error::Api(status) if status.code == 404 => {
-                format!("no matches for kind {kind:?} in version {api_version:?}")
+                format!(
+                    "no matches for kind {} in version {}",
+                    go_quote(kind),
+                    go_quote(api_version)
+                )
             }
             other => other.to_string(),
         })?;

@@ -48,6 +48,7 @@ use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::{Controller, FeatureGate};
 use crate::runtime::badinput::BadInput;
 use crate::runtime::events::EventRecorder;
+use crate::runtime::golang::go_quote;
 use crate::runtime::index::Index;
 use crate::runtime::informer::{Change, Informer, Store};
 use crate::runtime::mutation::MutationCache;
@@ -389,8 +390,9 @@ impl ResourceClaims {
             .store()
             .get(&namespace, template_name)
             .ok_or_else(|| {
+                let quoted = go_quote(template_name);
                 format!(
-                    "resource claim template {template_name:?}: resourceclaimtemplate.resource.k8s.io {template_name:?} not found"
+                    "resource claim template {quoted}: resourceclaimtemplate.resource.k8s.io {quoted} not found"
                 )
             })?;
         let claim = claim_from_template(pod, pod_claim, &template, self.features)?;

@@ -416,7 +416,7 @@ impl Quota {
                 continue;
             };
             let counter = ObjectCounter::start(
-                self.ctx.client.clone(),
+                self.ctx.metadata_client.clone(),
                 api_resource,
                 resource.clone(),
                 self.ctx.metrics.clone(),

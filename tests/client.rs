@@ -1,0 +1,114 @@
+//! The client layer against kube-testserver: one token bucket per client, as upstream.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{DEADLINE, InProcess, eventually};
+use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, PostParams};
+use kube_testserver::TestServer;
+use serde_json::json;
+
+const BURST: usize = 4;
+
+/// With a rate so small that no token comes back during the test (one per 1000 s), each
+/// bucket allows exactly `--kube-api-burst` requests. The work below needs more than that
+/// in total (3 informer lists, 3 node patches, the StorageVersion GC's reads and delete, a
+/// discovery request) but at most `BURST` per client, so it completes only if every client
+/// has a bucket of its own; the request log shows who used what. No timing is involved: a
+/// shared bucket would stall the work for good, not slow it.
+#[tokio::test]
+async fn every_controller_and_the_informers_have_their_own_token_bucket() {
+    let server = TestServer::start().await;
+    let nodes: Api<Node> = Api::all(server.client());
+    for i in 0..3 {
+        let node = json!({ "metadata": { "name": format!("node-{i}") } });
+        nodes
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(node).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    server
+        .seed(json!({
+            "apiVersion": "internal.apiserver.k8s.io/v1alpha1", "kind": "StorageVersion",
+            "metadata": { "name": "core.pods" }, "spec": {},
+            "status": { "storageVersions": [
+                { "apiServerID": "apiserver-gone", "encodingVersion": "v1", "decodableVersions": ["v1"] }
+            ] },
+        }))
+        .unwrap();
+    let burst = format!("--kube-api-burst={BURST}");
+    let kcm = InProcess::start(
+        &server,
+        &[
+            "--controllers=ttl-controller,storage-version-gc",
+            "--feature-gates=StorageVersionAPI=true",
+            "--kube-api-qps=0.001",
+            &burst,
+        ],
+    )
+    .await;
+
+    eventually("every node annotated", DEADLINE, || async {
+        nodes
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .all(|n| {
+                n.metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key("node.alpha.kubernetes.io/ttl"))
+            })
+    })
+    .await;
+    let svs: Api<StorageVersion> = Api::all(server.client());
+    eventually("the dead StorageVersion deleted", DEADLINE, || async {
+        svs.get_opt("core.pods").await.unwrap().is_none()
+    })
+    .await;
+
+    // Throttled requests (all but watches) by client: the user agent ends in its name.
+    let mut by_client: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in server.requests() {
+        let Some((_, name)) = r.user_agent.split_once("kcm/test/") else {
+            continue;
+        };
+        if r.info.verb != "watch" {
+            by_client
+                .entry(name.to_string())
+                .or_default()
+                .push(format!("{} {}", r.info.verb, r.info.resource));
+        }
+    }
+    let lists = |name: &str| by_client.get(name).cloned().unwrap_or_default();
+    assert_eq!(
+        lists("ttl-controller"),
+        vec!["patch nodes"; 3],
+        "{by_client:?}"
+    );
+    let mut informer_lists = lists("shared-informers");
+    informer_lists.sort();
+    assert_eq!(
+        informer_lists,
+        ["list leases", "list nodes", "list storageversions"],
+        "{by_client:?}"
+    );
+    assert!(
+        lists("storage-version-garbage-collector").contains(&"delete storageversions".into()),
+        "{by_client:?}"
+    );
+    let total: usize = by_client.values().map(Vec::len).sum();
+    assert!(
+        by_client.values().all(|r| r.len() <= BURST) && total > BURST,
+        "each client within its own burst, together beyond one: {by_client:?}"
+    );
+    kcm.stop().await;
+}
