@@ -52,10 +52,9 @@ pub fn promtool(promtool: &Path, dir: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(
-        output.status.success(),
-        "promtool {} failed:\n{printed}",
-        args.join(" ")
-    );
+    let command = format!("promtool {}", args.join(" "));
+    assert!(output.status.success(), "{command} failed:\n{printed}");
+    // Shown with --nocapture, as .ci/run runs these tests.
+    eprintln!("{command}:\n{printed}");
     printed
 }
