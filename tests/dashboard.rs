@@ -351,7 +351,11 @@ fn every_query_parses_in_promtool() {
     let dir = tempfile::tempdir().unwrap();
     let groups = json!([{ "name": "dashboard", "rules": rules }]);
     prom::write_rule_file(dir.path(), "dashboard.yaml", &groups);
-    let printed = prom::promtool(&promtool, dir.path(), &["check", "rules", "dashboard.yaml"]);
+    let printed = prom::promtool(
+        &promtool,
+        dir.path(),
+        &["check", "rules", "--lint-fatal", "dashboard.yaml"],
+    );
     assert!(
         printed.contains(&format!("SUCCESS: {} rules found", rules.len())),
         "{printed}"

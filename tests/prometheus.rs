@@ -60,7 +60,11 @@ fn the_alert_rules_pass_promtool_check_rules() {
         return;
     };
     let dir = rules_dir();
-    let printed = prom::promtool(&promtool, dir.path(), &["check", "rules", RULE_FILE]);
+    let printed = prom::promtool(
+        &promtool,
+        dir.path(),
+        &["check", "rules", "--lint-fatal", RULE_FILE],
+    );
     let alerts = rule_groups()
         .as_array()
         .unwrap()
