@@ -11,13 +11,15 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 /// The dashboard's rows, in order: what an operator reads top to bottom.
-const ROWS: [&str; 6] = [
+const ROWS: [&str; 8] = [
     "Leadership",
     "Work queues",
     "Controllers",
     "API writes",
+    "API client",
     "Stores and watches",
     "Skipped objects and shadow diffs",
+    "Process",
 ];
 
 fn dashboard() -> Value {
@@ -309,6 +311,11 @@ fn every_query_selects_only_families_kcm_exports_scoped_to_the_job() {
         "kcm_watch_errors_total",
         "kcm_skipped_objects_total",
         "kcm_shadow_diffs_total",
+        "rest_client_requests_total",
+        "rest_client_request_duration_seconds",
+        "rest_client_rate_limiter_duration_seconds",
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
     ] {
         assert!(shown.contains(family), "no panel shows {family}");
     }
