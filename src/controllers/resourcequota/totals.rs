@@ -14,7 +14,7 @@
 //! - **Scopes**: each distinct scope-set the namespace's quotas use gets its own sums, built
 //!   in full from the namespace's objects the first time a quota asks for it.
 //! - **Formats**: upstream adds objects in lister (map) order, and a sum takes the format of
-//!   the first non-zero value added (`1Gi + 1024` prints `1049601Ki`, `1024 + 1Gi` prints
+//!   the first non-zero value added (`1Gi + 1024` prints `1048577Ki`, `1024 + 1Gi` prints
 //!   `1073742848`), so mixed formats print differently from one sync to the next. The sums
 //!   here keep one partial sum per format and add them BinarySI first, then DecimalSI, then
 //!   DecimalExponent: the result of upstream's fold for an order that puts BinarySI values
@@ -533,4 +533,211 @@ impl<K: Resource, C: Clone + PartialEq> Totals<K, C> {
 fn same_version<K: Resource>(a: &K, b: &K) -> bool {
     let (a, b) = (a.meta(), b.meta());
     a.uid == b.uid && a.resource_version.is_some() && a.resource_version == b.resource_version
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::resource::v1::DeviceClass;
+    use k8s_openapi::jiff::Timestamp;
+    use serde::de::DeserializeOwned;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::controllers::resourcequota::usage::parse_scope;
+
+    fn from<K: DeserializeOwned>(value: Value) -> Arc<K> {
+        Arc::new(serde_json::from_value(value).expect("valid object"))
+    }
+
+    fn meta(name: &str, rv: u32) -> Value {
+        json!({ "name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+            "resourceVersion": rv.to_string() })
+    }
+
+    fn now() -> Time {
+        Time(Timestamp::from_second(1_700_000_000).expect("valid timestamp"))
+    }
+
+    fn strings(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// The usage of `names`, printed (the evaluators also give names no quota asked for).
+    fn printed(usage: &Usage, names: &[String]) -> Vec<(String, String)> {
+        usage
+            .list
+            .iter()
+            .filter(|(k, _)| names.contains(k))
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect()
+    }
+
+    fn service(name: &str, rv: u32, type_: &str, ports: usize) -> Arc<Service> {
+        let ports: Vec<Value> = (0..ports).map(|i| json!({ "port": 80 + i })).collect();
+        from(json!({ "metadata": meta(name, rv), "spec": { "type": type_, "ports": ports } }))
+    }
+
+    #[test]
+    fn services_follow_creates_type_changes_and_deletes() {
+        let totals: Totals<Service> = Totals::default();
+        let names = strings(&["services", "services.nodeports", "services.loadbalancers"]);
+        let scope = parse_scope(&[], None);
+        let mut store = vec![service("a", 1, "ClusterIP", 1)];
+        let ask = |store: &Vec<Arc<Service>>| {
+            printed(
+                &totals.usage(&ServiceTally, "ns", &scope, &names, &now(), || {
+                    store.clone()
+                }),
+                &names,
+            )
+        };
+        assert_eq!(
+            ask(&store),
+            [("services", "1"), ("services.loadbalancers", "0"), ("services.nodeports", "0")]
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+        );
+        let b = service("b", 2, "LoadBalancer", 3);
+        store.push(b.clone());
+        totals.refresh(&ServiceTally, "ns", "b", Some(b), &now());
+        let a = service("a", 3, "NodePort", 2);
+        store[0] = a.clone();
+        totals.refresh(&ServiceTally, "ns", "a", Some(a), &now());
+        assert_eq!(
+            ask(&store),
+            [("services", "2"), ("services.loadbalancers", "1"), ("services.nodeports", "5")]
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+        );
+        store.remove(1);
+        totals.refresh(&ServiceTally, "ns", "b", None, &now());
+        assert_eq!(
+            ask(&store),
+            [("services", "1"), ("services.loadbalancers", "0"), ("services.nodeports", "2")]
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+        );
+        // Any scope: services never match, whatever they are.
+        let scoped = parse_scope(&strings(&["BestEffort"]), None);
+        let got = totals.usage(&ServiceTally, "ns", &scoped, &names, &now(), Vec::new);
+        assert!(got.list.values().all(Quantity::is_zero), "{got:?}");
+    }
+
+    fn pvc(name: &str, rv: u32, class: &str, storage: &str, vac: Option<&str>) -> Arc<PersistentVolumeClaim> {
+        from(json!({ "metadata": meta(name, rv), "spec": { "storageClassName": class,
+            "volumeAttributesClassName": vac,
+            "resources": { "requests": { "storage": storage } } } }))
+    }
+
+    #[test]
+    fn pvcs_are_summed_per_scope_set_and_moved_when_their_class_changes() {
+        let totals: Totals<PersistentVolumeClaim> = Totals::default();
+        let names = strings(&["requests.storage", "gold.storageclass.storage.k8s.io/requests.storage"]);
+        let all = parse_scope(&[], None);
+        let gold_vac = parse_scope(
+            &[],
+            Some(&serde_json::from_value(json!({ "matchExpressions": [
+                { "scopeName": "VolumeAttributesClass", "operator": "In", "values": ["fast"] }
+            ] })).expect("selector")),
+        );
+        let store = vec![
+            pvc("a", 1, "gold", "1Gi", Some("fast")),
+            pvc("b", 2, "", "500Mi", None),
+        ];
+        let list = || store.clone();
+        let ask = |scope: &QuotaScope| {
+            printed(&totals.usage(&PvcTally, "ns", scope, &names, &now(), list), &names)
+        };
+        assert_eq!(ask(&all)[1].1, "1524Mi");
+        assert_eq!(ask(&gold_vac)[0].1, "1Gi");
+        // `a` moves to another class and loses its VolumeAttributesClass.
+        totals.refresh(&PvcTally, "ns", "a", Some(pvc("a", 3, "silver", "2Gi", None)), &now());
+        assert_eq!(ask(&all), [
+            ("gold.storageclass.storage.k8s.io/requests.storage".to_string(), "0".to_string()),
+            ("requests.storage".to_string(), "2548Mi".to_string()),
+        ]);
+        assert!(ask(&gold_vac).iter().all(|(_, v)| v == "0"));
+    }
+
+    #[test]
+    fn claims_are_rebuilt_when_the_device_classes_change() {
+        let totals: Totals<ResourceClaim, ExtendedResourceCache> = Totals::default();
+        let claim = from::<ResourceClaim>(json!({ "metadata": meta("c", 1), "spec": { "devices": {
+            "requests": [{ "name": "r", "exactly": { "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2 } }] } } }));
+        let names = strings(&["requests.example.com/gpu"]);
+        let scope = parse_scope(&[], None);
+        let peers = ClaimPeers::new(Default::default);
+        let ask = |classes: &ExtendedResourceCache| {
+            let tally = ClaimTally { classes, peers: &peers };
+            printed(
+                &totals.usage(&tally, "ns", &scope, &names, &now(), || vec![claim.clone()]),
+                &names,
+            )
+        };
+        let plain = ExtendedResourceCache::new();
+        assert_eq!(ask(&plain), [("requests.example.com/gpu".to_string(), "0".to_string())]);
+        let class: DeviceClass = serde_json::from_value(json!({ "metadata": { "name": "gpu" },
+            "spec": { "extendedResourceName": "example.com/gpu" } })).expect("class");
+        let mapped = ExtendedResourceCache::from_classes([&class]);
+        // Nothing about the claim changed; the class did, and the sum follows.
+        assert_eq!(ask(&mapped), [("requests.example.com/gpu".to_string(), "2".to_string())]);
+    }
+
+    fn pod(name: &str, rv: u32, cpu: &str) -> Arc<Pod> {
+        from(json!({ "metadata": meta(name, rv), "spec": { "containers": [
+            { "name": "c", "image": "i", "resources": { "requests": { "cpu": cpu } } }] },
+            "status": { "phase": "Running" } }))
+    }
+
+    #[test]
+    fn verify_counts_and_corrects_drift_and_forgets_unused_namespaces() {
+        let totals: Totals<Pod> = Totals::default();
+        let names = strings(&["requests.cpu"]);
+        let scope = parse_scope(&[], None);
+        let store = vec![pod("a", 1, "100m"), pod("b", 2, "200m")];
+        let used = totals.usage(&PodTally, "ns", &scope, &names, &now(), || store.clone());
+        assert_eq!(used.list["requests.cpu"].to_string(), "300m");
+        let in_use = HashMap::from([("ns".to_string(), vec![scope.clone()])]);
+        assert_eq!(totals.verify(&PodTally, &in_use, |_| store.clone(), &now()), 0);
+        // A sum gone wrong (as a missed delta would leave it) is found and corrected.
+        {
+            let mut inner = totals.inner.lock().expect("lock");
+            let entry = inner
+                .namespaces
+                .get_mut("ns")
+                .and_then(|ns| ns.scopes.get_mut(&scope_key(&scope)))
+                .expect("tracked");
+            entry.change("x", &pod_usage(&pod("x", 9, "1"), &now()), true);
+        }
+        assert_eq!(
+            totals.usage(&PodTally, "ns", &scope, &names, &now(), Vec::new).list["requests.cpu"].to_string(),
+            "1300m"
+        );
+        // count/pods, pods and cpu and requests.cpu.
+        assert_eq!(totals.verify(&PodTally, &in_use, |_| store.clone(), &now()), 4);
+        assert_eq!(
+            totals.usage(&PodTally, "ns", &scope, &names, &now(), Vec::new).list["requests.cpu"].to_string(),
+            "300m"
+        );
+        totals.verify(&PodTally, &HashMap::new(), |_| store.clone(), &now());
+        assert!(lock_inner(&totals).namespaces.is_empty(), "no quota: not tracked");
+    }
+
+    fn lock_inner<K, C>(totals: &Totals<K, C>) -> MutexGuard<'_, Inner<K, C>> {
+        totals.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    #[test]
+    fn a_pod_past_its_grace_period_stops_counting_without_an_event() {
+        let totals: Totals<Pod> = Totals::default();
+        let names = strings(&["pods"]);
+        let scope = parse_scope(&[], None);
+        let mut deleting = (*pod("a", 1, "1")).clone();
+        deleting.metadata.deletion_timestamp = Some(now());
+        deleting.metadata.deletion_grace_period_seconds = Some(30);
+        let store = vec![Arc::new(deleting), pod("b", 2, "1")];
+        let at = |secs: i64| {
+            let t = Time(Timestamp::from_second(1_700_000_000 + secs).expect("valid"));
+            totals.usage(&PodTally, "ns", &scope, &names, &t, || store.clone()).list["pods"].to_string()
+        };
+        assert_eq!(at(0), "2");
+        assert_eq!(at(31), "1");
+    }
 }
