@@ -49,7 +49,11 @@ const MEMORY: [&str; 8] = ["128Mi", "1Gi", "100M", "1024", "0", "1e6", "512Ki", 
 #[derive(Clone, Debug)]
 struct PodShape {
     /// Per container: (cpu request, memory request, memory limit); none is BestEffort.
-    containers: Vec<(Option<&'static str>, Option<&'static str>, Option<&'static str>)>,
+    containers: Vec<(
+        Option<&'static str>,
+        Option<&'static str>,
+        Option<&'static str>,
+    )>,
     hugepages: Option<&'static str>,
     phase: &'static str,
     active_deadline: bool,
@@ -272,10 +276,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
         match op {
             Op::Upsert(i, shape) => {
                 let name = NAMES[i];
-                let uid = world
-                    .store
-                    .get(name)
-                    .and_then(|p| p.metadata.uid.clone());
+                let uid = world.store.get(name).and_then(|p| p.metadata.uid.clone());
                 let pod = world.build(name, &shape, uid);
                 world.store.insert(name.to_string(), pod);
                 refresh(&totals, &world, name);

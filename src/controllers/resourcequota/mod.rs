@@ -31,8 +31,8 @@ use self::discovery::{Quotable, quotable, referenced_counts};
 use self::status::{candidates, hard_changed, needs_priority, next_status};
 use self::totals::{ClaimPeers, ClaimTally, PodTally, PvcTally, ServiceTally, Tally, Totals};
 use self::usage::{
-    ExtendedResourceCache, QuotaScope, ResourceList, Usage, add_lists, claim_matching,
-    mask_list, object_count_matching, object_count_names, out_of_range_names, parse_scope,
+    ExtendedResourceCache, QuotaScope, ResourceList, Usage, add_lists, claim_matching, mask_list,
+    object_count_matching, object_count_names, out_of_range_names, parse_scope,
     pod_counts_for_quota, pod_is_terminating, pod_matching, pvc_matching, quota_service_type,
     service_matching, unscoped_matches,
 };
@@ -228,9 +228,12 @@ impl Quota {
     ) -> Result<Usage, String> {
         let now = self.now();
         let result = match evaluator {
-            Evaluator::Pods => self.totals.pods.usage(&PodTally, ns, scope, names, &now, || {
-                self.pods.in_namespace(ns)
-            }),
+            Evaluator::Pods => self
+                .totals
+                .pods
+                .usage(&PodTally, ns, scope, names, &now, || {
+                    self.pods.in_namespace(ns)
+                }),
             Evaluator::Services => {
                 self.totals
                     .services

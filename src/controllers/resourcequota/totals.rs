@@ -286,10 +286,8 @@ struct Namespace<K> {
 
 impl<K: Resource> Namespace<K> {
     fn from_objects<T: Tally<Object = K>>(tally: &T, objects: Vec<Arc<K>>) -> Self {
-        let objects: HashMap<String, Arc<K>> = objects
-            .into_iter()
-            .map(|o| (name_of(&*o), o))
-            .collect();
+        let objects: HashMap<String, Arc<K>> =
+            objects.into_iter().map(|o| (name_of(&*o), o)).collect();
         let volatile = objects
             .iter()
             .filter(|(_, o)| tally.volatile(o))
@@ -314,7 +312,14 @@ impl<K: Resource> Namespace<K> {
     }
 
     /// Adds (or subtracts) one object's usage to every scope-set it matches.
-    fn count<T: Tally<Object = K>>(&mut self, tally: &T, name: &str, object: &K, add: bool, now: &Time) {
+    fn count<T: Tally<Object = K>>(
+        &mut self,
+        tally: &T,
+        name: &str,
+        object: &K,
+        add: bool,
+        now: &Time,
+    ) {
         if tally.volatile(object) {
             if add {
                 self.volatile.insert(name.to_string());
@@ -593,8 +598,12 @@ mod tests {
         };
         assert_eq!(
             ask(&store),
-            [("services", "1"), ("services.loadbalancers", "0"), ("services.nodeports", "0")]
-                .map(|(a, b)| (a.to_string(), b.to_string()))
+            [
+                ("services", "1"),
+                ("services.loadbalancers", "0"),
+                ("services.nodeports", "0")
+            ]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
         );
         let b = service("b", 2, "LoadBalancer", 3);
         store.push(b.clone());
@@ -604,15 +613,23 @@ mod tests {
         totals.refresh(&ServiceTally, "ns", "a", Some(a), &now());
         assert_eq!(
             ask(&store),
-            [("services", "2"), ("services.loadbalancers", "1"), ("services.nodeports", "5")]
-                .map(|(a, b)| (a.to_string(), b.to_string()))
+            [
+                ("services", "2"),
+                ("services.loadbalancers", "1"),
+                ("services.nodeports", "5")
+            ]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
         );
         store.remove(1);
         totals.refresh(&ServiceTally, "ns", "b", None, &now());
         assert_eq!(
             ask(&store),
-            [("services", "1"), ("services.loadbalancers", "0"), ("services.nodeports", "2")]
-                .map(|(a, b)| (a.to_string(), b.to_string()))
+            [
+                ("services", "1"),
+                ("services.loadbalancers", "0"),
+                ("services.nodeports", "2")
+            ]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
         );
         // Any scope: services never match, whatever they are.
         let scoped = parse_scope(&strings(&["BestEffort"]), None);
@@ -620,22 +637,36 @@ mod tests {
         assert!(got.list.values().all(Quantity::is_zero), "{got:?}");
     }
 
-    fn pvc(name: &str, rv: u32, class: &str, storage: &str, vac: Option<&str>) -> Arc<PersistentVolumeClaim> {
-        from(json!({ "metadata": meta(name, rv), "spec": { "storageClassName": class,
+    fn pvc(
+        name: &str,
+        rv: u32,
+        class: &str,
+        storage: &str,
+        vac: Option<&str>,
+    ) -> Arc<PersistentVolumeClaim> {
+        from(
+            json!({ "metadata": meta(name, rv), "spec": { "storageClassName": class,
             "volumeAttributesClassName": vac,
-            "resources": { "requests": { "storage": storage } } } }))
+            "resources": { "requests": { "storage": storage } } } }),
+        )
     }
 
     #[test]
     fn pvcs_are_summed_per_scope_set_and_moved_when_their_class_changes() {
         let totals: Totals<PersistentVolumeClaim> = Totals::default();
-        let names = strings(&["requests.storage", "gold.storageclass.storage.k8s.io/requests.storage"]);
+        let names = strings(&[
+            "requests.storage",
+            "gold.storageclass.storage.k8s.io/requests.storage",
+        ]);
         let all = parse_scope(&[], None);
         let gold_vac = parse_scope(
             &[],
-            Some(&serde_json::from_value(json!({ "matchExpressions": [
+            Some(
+                &serde_json::from_value(json!({ "matchExpressions": [
                 { "scopeName": "VolumeAttributesClass", "operator": "In", "values": ["fast"] }
-            ] })).expect("selector")),
+            ] }))
+                .expect("selector"),
+            ),
         );
         let store = vec![
             pvc("a", 1, "gold", "1Gi", Some("fast")),
@@ -643,16 +674,31 @@ mod tests {
         ];
         let list = || store.clone();
         let ask = |scope: &QuotaScope| {
-            printed(&totals.usage(&PvcTally, "ns", scope, &names, &now(), list), &names)
+            printed(
+                &totals.usage(&PvcTally, "ns", scope, &names, &now(), list),
+                &names,
+            )
         };
         assert_eq!(ask(&all)[1].1, "1524Mi");
         assert_eq!(ask(&gold_vac)[0].1, "1Gi");
         // `a` moves to another class and loses its VolumeAttributesClass.
-        totals.refresh(&PvcTally, "ns", "a", Some(pvc("a", 3, "silver", "2Gi", None)), &now());
-        assert_eq!(ask(&all), [
-            ("gold.storageclass.storage.k8s.io/requests.storage".to_string(), "0".to_string()),
-            ("requests.storage".to_string(), "2548Mi".to_string()),
-        ]);
+        totals.refresh(
+            &PvcTally,
+            "ns",
+            "a",
+            Some(pvc("a", 3, "silver", "2Gi", None)),
+            &now(),
+        );
+        assert_eq!(
+            ask(&all),
+            [
+                (
+                    "gold.storageclass.storage.k8s.io/requests.storage".to_string(),
+                    "0".to_string()
+                ),
+                ("requests.storage".to_string(), "2548Mi".to_string()),
+            ]
+        );
         assert!(ask(&gold_vac).iter().all(|(_, v)| v == "0"));
     }
 
@@ -665,25 +711,37 @@ mod tests {
         let scope = parse_scope(&[], None);
         let peers = ClaimPeers::new(Default::default);
         let ask = |classes: &ExtendedResourceCache| {
-            let tally = ClaimTally { classes, peers: &peers };
+            let tally = ClaimTally {
+                classes,
+                peers: &peers,
+            };
             printed(
                 &totals.usage(&tally, "ns", &scope, &names, &now(), || vec![claim.clone()]),
                 &names,
             )
         };
         let plain = ExtendedResourceCache::new();
-        assert_eq!(ask(&plain), [("requests.example.com/gpu".to_string(), "0".to_string())]);
+        assert_eq!(
+            ask(&plain),
+            [("requests.example.com/gpu".to_string(), "0".to_string())]
+        );
         let class: DeviceClass = serde_json::from_value(json!({ "metadata": { "name": "gpu" },
-            "spec": { "extendedResourceName": "example.com/gpu" } })).expect("class");
+            "spec": { "extendedResourceName": "example.com/gpu" } }))
+        .expect("class");
         let mapped = ExtendedResourceCache::from_classes([&class]);
         // Nothing about the claim changed; the class did, and the sum follows.
-        assert_eq!(ask(&mapped), [("requests.example.com/gpu".to_string(), "2".to_string())]);
+        assert_eq!(
+            ask(&mapped),
+            [("requests.example.com/gpu".to_string(), "2".to_string())]
+        );
     }
 
     fn pod(name: &str, rv: u32, cpu: &str) -> Arc<Pod> {
-        from(json!({ "metadata": meta(name, rv), "spec": { "containers": [
+        from(
+            json!({ "metadata": meta(name, rv), "spec": { "containers": [
             { "name": "c", "image": "i", "resources": { "requests": { "cpu": cpu } } }] },
-            "status": { "phase": "Running" } }))
+            "status": { "phase": "Running" } }),
+        )
     }
 
     #[test]
@@ -695,7 +753,10 @@ mod tests {
         let used = totals.usage(&PodTally, "ns", &scope, &names, &now(), || store.clone());
         assert_eq!(used.list["requests.cpu"].to_string(), "300m");
         let in_use = HashMap::from([("ns".to_string(), vec![scope.clone()])]);
-        assert_eq!(totals.verify(&PodTally, &in_use, |_| store.clone(), &now()), 0);
+        assert_eq!(
+            totals.verify(&PodTally, &in_use, |_| store.clone(), &now()),
+            0
+        );
         // A sum gone wrong (as a missed delta would leave it) is found and corrected.
         {
             let mut inner = totals.inner.lock().expect("lock");
@@ -707,17 +768,29 @@ mod tests {
             entry.change("x", &pod_usage(&pod("x", 9, "1"), &now()), true);
         }
         assert_eq!(
-            totals.usage(&PodTally, "ns", &scope, &names, &now(), Vec::new).list["requests.cpu"].to_string(),
+            totals
+                .usage(&PodTally, "ns", &scope, &names, &now(), Vec::new)
+                .list["requests.cpu"]
+                .to_string(),
             "1300m"
         );
         // count/pods, pods and cpu and requests.cpu.
-        assert_eq!(totals.verify(&PodTally, &in_use, |_| store.clone(), &now()), 4);
         assert_eq!(
-            totals.usage(&PodTally, "ns", &scope, &names, &now(), Vec::new).list["requests.cpu"].to_string(),
+            totals.verify(&PodTally, &in_use, |_| store.clone(), &now()),
+            4
+        );
+        assert_eq!(
+            totals
+                .usage(&PodTally, "ns", &scope, &names, &now(), Vec::new)
+                .list["requests.cpu"]
+                .to_string(),
             "300m"
         );
         totals.verify(&PodTally, &HashMap::new(), |_| store.clone(), &now());
-        assert!(lock_inner(&totals).namespaces.is_empty(), "no quota: not tracked");
+        assert!(
+            lock_inner(&totals).namespaces.is_empty(),
+            "no quota: not tracked"
+        );
     }
 
     fn lock_inner<K, C>(totals: &Totals<K, C>) -> MutexGuard<'_, Inner<K, C>> {
@@ -735,7 +808,10 @@ mod tests {
         let store = vec![Arc::new(deleting), pod("b", 2, "1")];
         let at = |secs: i64| {
             let t = Time(Timestamp::from_second(1_700_000_000 + secs).expect("valid"));
-            totals.usage(&PodTally, "ns", &scope, &names, &t, || store.clone()).list["pods"].to_string()
+            totals
+                .usage(&PodTally, "ns", &scope, &names, &t, || store.clone())
+                .list["pods"]
+                .to_string()
         };
         assert_eq!(at(0), "2");
         assert_eq!(at(31), "1");
