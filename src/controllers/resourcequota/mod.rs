@@ -373,6 +373,23 @@ impl Quota {
         }
     }
 
+    /// Runs `f` with the claim evaluator as the totals' updates need it (only claims evaluated
+    /// at sync look at the namespace's pods and claims, so none are listed) and the claim
+    /// store; `None` when the cluster serves no claims.
+    fn with_claim_tally<R>(
+        &self,
+        f: impl FnOnce(&ClaimTally<'_>, &Informer<ResourceClaim>) -> R,
+    ) -> Option<R> {
+        let (claims, _) = self.claims.as_ref()?;
+        let classes = self.device_classes();
+        let peers = ClaimPeers::new(Default::default);
+        let tally = ClaimTally {
+            classes: &classes,
+            peers: &peers,
+        };
+        Some(f(&tally, claims))
+    }
+
     /// The periodic safety net: recomputes the incremental totals in full, counts drift and
     /// rebuilds them from the stores (keeping only namespaces and scopes quotas use).
     fn verify_totals(&self) {
@@ -405,18 +422,11 @@ impl Quota {
                     .verify(&PvcTally, &in_use, |ns| self.pvcs.in_namespace(ns), &now),
             ),
         ];
-        if let Some((claims, _)) = &self.claims {
-            let classes = self.device_classes();
-            let peers = ClaimPeers::new(Default::default);
-            let tally = ClaimTally {
-                classes: &classes,
-                peers: &peers,
-            };
-            let found = t
-                .claims
-                .verify(&tally, &in_use, |ns| claims.in_namespace(ns), &now);
-            drift.push(("resourceclaims.resource.k8s.io", found));
-        }
+        let claims = self.with_claim_tally(|tally, claims| {
+            t.claims
+                .verify(tally, &in_use, |ns| claims.in_namespace(ns), &now)
+        });
+        drift.extend(claims.map(|found| ("resourceclaims.resource.k8s.io", found)));
         for (resource, found) in drift.into_iter().filter(|(_, n)| *n > 0) {
             tracing::warn!(
                 resource,
@@ -694,16 +704,9 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     if quota.claims.is_some() {
         let q = quota.clone();
         feeds.push(subscribe(&quota, move |c: Change<ResourceClaim>| {
-            if let Some((claims, _)) = &q.claims {
-                let classes = q.device_classes();
-                // Only claims evaluated at sync look at their peers.
-                let peers = ClaimPeers::new(Default::default);
-                let tally = ClaimTally {
-                    classes: &classes,
-                    peers: &peers,
-                };
-                refresh(&q.totals.claims, &tally, claims, &c, &q.now());
-            }
+            q.with_claim_tally(|tally, claims| {
+                refresh(&q.totals.claims, tally, claims, &c, &q.now())
+            });
             if let (false, Some(claim)) = (matches!(c, Change::Updated { .. }), object_of(&c)) {
                 q.replenish(
                     &claim.namespace().unwrap_or_default(),
