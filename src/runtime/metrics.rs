@@ -39,6 +39,8 @@ pub struct Metrics {
     pub watch_errors: IntCounterVec,
     /// 1 while this process holds the leader lease (upstream's name and label).
     pub leader: IntGaugeVec,
+    /// Incremental quota usage sums the periodic full recompute found wrong (should stay 0).
+    pub quota_usage_drift: IntCounterVec,
     /// The families controllers registered themselves.
     registered: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
@@ -123,6 +125,12 @@ impl Metrics {
                 "1 while this process is the leader.",
                 &["name"],
             )?,
+            quota_usage_drift: counter(
+                &registry,
+                "kcm_quota_usage_drift_total",
+                "Incremental quota usage sums that differed from the periodic full recompute, by evaluated resource.",
+                &["resource"],
+            )?,
             registry,
             registered: Default::default(),
         };
@@ -167,6 +175,7 @@ impl Metrics {
             &self.store_objects,
             &self.watch_errors,
             &self.leader,
+            &self.quota_usage_drift,
         ]);
         names.extend(
             self.registered

@@ -11,9 +11,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIResourceList, OwnerRefer
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::{Client, Resource, ResourceExt};
 
+use crate::runtime::golang::go_quote;
 use crate::runtime::informer::Store;
 use crate::runtime::view::Pod;
-use crate::runtime::golang::go_quote;
 
 /// Groups upstream's finders accept for each built-in kind.
 const APPS_GROUPS: &[&str] = &["apps", "extensions"];

@@ -5,10 +5,13 @@
 //!
 //! Beyond upstream: object creations also replenish (a recompute that finds the same usage
 //! writes nothing), and `count/<resource>` types are watched — metadata only — only while some
-//! quota counts them, instead of every quotable type always.
+//! quota counts them, instead of every quotable type always. Usage is summed incrementally
+//! from each object change (`totals.rs`), so a sync does not re-evaluate the namespace's
+//! objects; the periodic resync recomputes in full and counts any drift.
 
 pub mod discovery;
 pub mod status;
+pub mod totals;
 pub mod usage;
 
 use std::collections::{BTreeSet, HashMap};
@@ -25,12 +28,12 @@ use tokio::sync::{Notify, mpsc};
 
 use self::discovery::{Quotable, quotable, referenced_counts};
 use self::status::{candidates, hard_changed, needs_priority, next_status};
+use self::totals::{ClaimPeers, ClaimTally, PodTally, PvcTally, ServiceTally, Tally, Totals};
 use self::usage::{
-    ExtendedResourceCache, QuotaScope, ResourceList, SliceClaimLookup, Usage, add_lists,
-    claim_matching, claim_usage, mask_list, object_count_matching, object_count_names,
-    out_of_range_names, parse_scope, pod_counts_for_quota, pod_is_terminating, pod_matches_scope,
-    pod_matching, pod_usage, pvc_matches_scope, pvc_matching, pvc_usage, quota_service_type,
-    service_matching, service_usage, sum_usage, unscoped_matches,
+    ExtendedResourceCache, QuotaScope, ResourceList, Usage, add_lists, claim_matching, mask_list,
+    object_count_matching, object_count_names, out_of_range_names, parse_scope,
+    pod_counts_for_quota, pod_is_terminating, pod_matching, pvc_matching, quota_service_type,
+    service_matching, unscoped_matches,
 };
 use super::{Context, ControllerEntry, ControllerError, Feed};
 use crate::cli::Controller;
@@ -119,6 +122,15 @@ type ClaimStores = (Arc<Informer<ResourceClaim>>, Arc<Informer<DeviceClass>>);
 /// The names an object counter answers for (`count/…` and a legacy alias), and the counter.
 type Counted = (Vec<String>, Arc<ObjectCounter>);
 
+/// Incremental usage of each typed evaluator.
+#[derive(Default)]
+struct QuotaTotals {
+    pods: Totals<Pod>,
+    services: Totals<Service>,
+    pvcs: Totals<PersistentVolumeClaim>,
+    claims: Totals<ResourceClaim, ExtendedResourceCache>,
+}
+
 #[derive(Clone)]
 struct Quota {
     quotas: Arc<Informer<ResourceQuota>>,
@@ -138,6 +150,7 @@ struct Quota {
     ctx: Context,
     primary: WorkQueue<String>,
     priority: WorkQueue<String>,
+    totals: Arc<QuotaTotals>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -215,46 +228,41 @@ impl Quota {
     ) -> Result<Usage, String> {
         let now = self.now();
         let result = match evaluator {
-            Evaluator::Pods => {
-                let pods = self.pods.in_namespace(ns);
-                sum_usage(
-                    pods.iter().map(|p| p.as_ref()),
-                    names,
-                    |p| pod_usage(p, &now),
-                    |p| pod_matches_scope(p, scope),
-                )
-            }
+            Evaluator::Pods => self
+                .totals
+                .pods
+                .usage(&PodTally, ns, scope, names, &now, || {
+                    self.pods.in_namespace(ns)
+                }),
             Evaluator::Services => {
-                let services = self.services.in_namespace(ns);
-                sum_usage(
-                    services.iter().map(|s| s.as_ref()),
-                    names,
-                    service_usage,
-                    |_| unscoped_matches(scope),
-                )
+                self.totals
+                    .services
+                    .usage(&ServiceTally, ns, scope, names, &now, || {
+                        self.services.in_namespace(ns)
+                    })
             }
             Evaluator::PersistentVolumeClaims => {
-                let pvcs = self.pvcs.in_namespace(ns);
-                sum_usage(pvcs.iter().map(|p| p.as_ref()), names, pvc_usage, |p| {
-                    pvc_matches_scope(p, scope)
-                })
+                self.totals
+                    .pvcs
+                    .usage(&PvcTally, ns, scope, names, &now, || {
+                        self.pvcs.in_namespace(ns)
+                    })
             }
             Evaluator::ResourceClaims => {
                 let Some((claims, _)) = &self.claims else {
                     return Ok(Usage::default());
                 };
-                let claims = claims.in_namespace(ns);
-                let pods = self.pods.in_namespace(ns);
-                let lookup = SliceClaimLookup {
-                    pods: &pods,
-                    claims: &claims,
+                // Claims made for a pod's extended resources look up the namespace's pods and
+                // claims (the stores' own Arcs, no copies).
+                let peers =
+                    ClaimPeers::new(|| (self.pods.in_namespace(ns), claims.in_namespace(ns)));
+                let tally = ClaimTally {
+                    classes,
+                    peers: &peers,
                 };
-                sum_usage(
-                    claims.iter().map(|c| c.as_ref()),
-                    names,
-                    |c| claim_usage(c, classes, &lookup, &now),
-                    |_| unscoped_matches(scope),
-                )
+                self.totals
+                    .claims
+                    .usage(&tally, ns, scope, names, &now, || claims.in_namespace(ns))
             }
             Evaluator::Count { counter, .. } => {
                 if !counter.is_synced() {
@@ -286,10 +294,7 @@ impl Quota {
     fn calculate(&self, quota: &ResourceQuota) -> (ResourceList, Vec<String>) {
         let ns = quota.namespace().unwrap_or_default();
         let spec = quota.spec.clone().unwrap_or_default();
-        let scope = parse_scope(
-            spec.scopes.as_deref().unwrap_or_default(),
-            spec.scope_selector.as_ref(),
-        );
+        let scope = quota_scope(quota);
         let (quota_key, version) = (key(quota), quota.resource_version().unwrap_or_default());
         for problem in scope.selector_problems() {
             self.bad
@@ -366,6 +371,74 @@ impl Quota {
             Ok(())
         } else {
             Err(ControllerError::Failed(errors.join("; ")))
+        }
+    }
+
+    /// Runs `f` with the claim evaluator as the totals' updates need it (only claims evaluated
+    /// at sync look at the namespace's pods and claims, so none are listed) and the claim
+    /// store; `None` when the cluster serves no claims.
+    fn with_claim_tally<R>(
+        &self,
+        f: impl FnOnce(&ClaimTally<'_>, &Informer<ResourceClaim>) -> R,
+    ) -> Option<R> {
+        let (claims, _) = self.claims.as_ref()?;
+        let classes = self.device_classes();
+        let peers = ClaimPeers::new(Default::default);
+        let tally = ClaimTally {
+            classes: &classes,
+            peers: &peers,
+        };
+        Some(f(&tally, claims))
+    }
+
+    /// The periodic safety net: recomputes the incremental totals in full, counts drift and
+    /// rebuilds them from the stores (keeping only namespaces and scopes quotas use).
+    fn verify_totals(&self) {
+        let mut in_use: HashMap<String, Vec<QuotaScope>> = HashMap::new();
+        for quota in self.quotas.store().state() {
+            in_use
+                .entry(quota.namespace().unwrap_or_default())
+                .or_default()
+                .push(quota_scope(&quota));
+        }
+        let (now, t) = (self.now(), &self.totals);
+        let mut drift = vec![
+            (
+                "pods",
+                t.pods
+                    .verify(&PodTally, &in_use, |ns| self.pods.in_namespace(ns), &now),
+            ),
+            (
+                "services",
+                t.services.verify(
+                    &ServiceTally,
+                    &in_use,
+                    |ns| self.services.in_namespace(ns),
+                    &now,
+                ),
+            ),
+            (
+                "persistentvolumeclaims",
+                t.pvcs
+                    .verify(&PvcTally, &in_use, |ns| self.pvcs.in_namespace(ns), &now),
+            ),
+        ];
+        let claims = self.with_claim_tally(|tally, claims| {
+            t.claims
+                .verify(tally, &in_use, |ns| claims.in_namespace(ns), &now)
+        });
+        drift.extend(claims.map(|found| ("resourceclaims.resource.k8s.io", found)));
+        for (resource, found) in drift.into_iter().filter(|(_, n)| *n > 0) {
+            tracing::warn!(
+                resource,
+                sums = found,
+                "incremental quota usage drifted from the full recompute; corrected"
+            );
+            self.ctx
+                .metrics
+                .quota_usage_drift
+                .with_label_values(&[resource])
+                .inc_by(found);
         }
     }
 
@@ -477,6 +550,32 @@ impl Quota {
     }
 }
 
+fn quota_scope(quota: &ResourceQuota) -> QuotaScope {
+    let spec = quota.spec.as_ref();
+    parse_scope(
+        spec.and_then(|s| s.scopes.as_deref()).unwrap_or_default(),
+        spec.and_then(|s| s.scope_selector.as_ref()),
+    )
+}
+
+/// Applies an object change to `totals`: they count what the store holds now.
+fn refresh<T: Tally>(
+    totals: &Totals<T::Object, T::Context>,
+    tally: &T,
+    informer: &Informer<T::Object>,
+    change: &Change<T::Object>,
+    now: &Time,
+) where
+    T::Object: Stored,
+{
+    let Some(object) = object_of(change) else {
+        return;
+    };
+    let (ns, name) = (object.namespace().unwrap_or_default(), object.name_any());
+    let current = informer.store().get(&ns, &name);
+    totals.refresh(tally, &ns, &name, current, now);
+}
+
 /// Every namespaced resource that supports create, list, watch and delete.
 async fn discover_quotable(client: &Client) -> Result<Vec<Quotable>, kube::Error> {
     let mut found = quotable(&client.list_core_api_resources("v1").await?);
@@ -548,6 +647,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         ctx: ctx.clone(),
         primary: WorkQueue::new(PRIMARY, &ctx.metrics.workqueue),
         priority: WorkQueue::new(PRIORITY, &ctx.metrics.workqueue),
+        totals: Arc::default(),
     };
     quota.discover().await;
 
@@ -559,6 +659,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     let q = quota.clone();
     feeds.push(subscribe(&quota, move |c: Change<Pod>| {
         let now = q.now();
+        refresh(&q.totals.pods, &PodTally, &q.pods, &c, &now);
         let relevant = match &c {
             Change::Added(_) | Change::Deleted(_) => true,
             Change::Updated { old, new } => pod_update_matters(old, new, &now),
@@ -570,6 +671,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     }));
     let q = quota.clone();
     feeds.push(subscribe(&quota, move |c: Change<Service>| {
+        refresh(&q.totals.services, &ServiceTally, &q.services, &c, &q.now());
         let relevant = match &c {
             Change::Updated { old, new } => quota_service_type(old) != quota_service_type(new),
             other => !matches!(other, Change::Synced),
@@ -583,6 +685,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     feeds.push(subscribe(
         &quota,
         move |c: Change<PersistentVolumeClaim>| {
+            refresh(&q.totals.pvcs, &PvcTally, &q.pvcs, &c, &q.now());
             if let Some(pvc) = object_of(&c) {
                 q.replenish(
                     &pvc.namespace().unwrap_or_default(),
@@ -594,6 +697,9 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     if quota.claims.is_some() {
         let q = quota.clone();
         feeds.push(subscribe(&quota, move |c: Change<ResourceClaim>| {
+            q.with_claim_tally(|tally, claims| {
+                refresh(&q.totals.claims, tally, claims, &c, &q.now())
+            });
             if let (false, Some(claim)) = (matches!(c, Change::Updated { .. }), object_of(&c)) {
                 q.replenish(
                     &claim.namespace().unwrap_or_default(),
@@ -663,6 +769,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
                     _ = shutdown.cancelled() => break,
                     _ = tokio::time::sleep(period) => {}
                 }
+                q.verify_totals();
                 for each in q.quotas.store().state() {
                     q.primary.add(key(&each));
                 }

@@ -1,0 +1,820 @@
+//! Incremental quota usage (beyond upstream): per namespace, per evaluator and per distinct
+//! scope-set that the namespace's quotas use, the sum of every object's usage, kept up to date
+//! from each object change, so a quota sync costs O(quotas in the namespace) instead of
+//! O(objects in the namespace). Upstream re-lists and re-evaluates every object on every sync.
+//!
+//! - **What a change does**: the feed only says which object changed; [`Totals::refresh`]
+//!   subtracts the version the totals counted and adds the version the store holds now. The
+//!   totals keep the store's own `Arc` of each object (no copy), so the subtraction is always
+//!   of exactly what was added, whatever order changes and snapshots come in.
+//! - **Clock-dependent objects** are kept out of the sums and evaluated at each sync: a pod
+//!   being deleted stops counting once `deletionTimestamp + grace` has passed, which no event
+//!   announces; a ResourceClaim made for a pod's extended resources is offset by that pod's
+//!   usage, which changes with the pod. Both are rare.
+//! - **Scopes**: each distinct scope-set the namespace's quotas use gets its own sums, built
+//!   in full from the namespace's objects the first time a quota asks for it.
+//! - **Formats**: upstream adds objects in lister (map) order, and a sum takes the format of
+//!   the first non-zero value added (`1Gi + 1024` prints `1048577Ki`, `1024 + 1Gi` prints
+//!   `1073742848`), so mixed formats print differently from one sync to the next. The sums
+//!   here keep one partial sum per format and add them BinarySI first, then DecimalSI, then
+//!   DecimalExponent: the result of upstream's fold for an order that puts BinarySI values
+//!   first, the same on every sync. One format (the usual case) prints as upstream always.
+//! - **Safety net**: [`Totals::verify`] (the periodic resync) recomputes every sum in full,
+//!   counts the sums that differed (the drift metric, which should stay 0) and rebuilds the
+//!   totals from the store.
+//! - Sums past the exact quantity range (hostile input) fall back to the full computation,
+//!   which reports them as before.
+//!
+//! Hand-written: no crate keeps Kubernetes quota sums.
+
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::runtime::view::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Resource;
+
+use super::usage::{
+    ExtendedResourceCache, QuotaScope, ResourceList, SliceClaimLookup, Usage, claim_usage,
+    extended_claim_pod_owner, pod_matches_scope, pod_usage, pvc_matches_scope, pvc_usage,
+    service_usage, sum_usage, unscoped_matches,
+};
+use crate::runtime::quantity::{Format, Quantity};
+
+/// One evaluator, as the totals need it.
+pub trait Tally {
+    type Object: Resource;
+    /// What an object's usage depends on besides the object (e.g. the device classes);
+    /// when it changes, every sum is rebuilt.
+    type Context: Clone + PartialEq;
+    fn context(&self) -> &Self::Context;
+    /// Whether the object's usage may change without a new version of it (clock, other
+    /// objects): it is then evaluated at each sync instead of summed.
+    fn volatile(&self, object: &Self::Object) -> bool;
+    fn usage(&self, object: &Self::Object, now: &Time) -> Usage;
+    fn matches(&self, object: &Self::Object, scope: &QuotaScope) -> bool;
+}
+
+pub struct PodTally;
+
+impl Tally for PodTally {
+    type Object = Pod;
+    type Context = ();
+    fn context(&self) -> &() {
+        &()
+    }
+    /// Only a pod with a deletionTimestamp can stop counting as time passes.
+    fn volatile(&self, pod: &Pod) -> bool {
+        pod.metadata.deletion_timestamp.is_some()
+    }
+    fn usage(&self, pod: &Pod, now: &Time) -> Usage {
+        pod_usage(pod, now)
+    }
+    fn matches(&self, pod: &Pod, scope: &QuotaScope) -> bool {
+        pod_matches_scope(pod, scope)
+    }
+}
+
+pub struct ServiceTally;
+
+impl Tally for ServiceTally {
+    type Object = Service;
+    type Context = ();
+    fn context(&self) -> &() {
+        &()
+    }
+    fn volatile(&self, _: &Service) -> bool {
+        false
+    }
+    fn usage(&self, svc: &Service, _: &Time) -> Usage {
+        service_usage(svc)
+    }
+    fn matches(&self, _: &Service, scope: &QuotaScope) -> bool {
+        unscoped_matches(scope)
+    }
+}
+
+pub struct PvcTally;
+
+impl Tally for PvcTally {
+    type Object = PersistentVolumeClaim;
+    type Context = ();
+    fn context(&self) -> &() {
+        &()
+    }
+    fn volatile(&self, _: &PersistentVolumeClaim) -> bool {
+        false
+    }
+    fn usage(&self, pvc: &PersistentVolumeClaim, _: &Time) -> Usage {
+        pvc_usage(pvc)
+    }
+    fn matches(&self, pvc: &PersistentVolumeClaim, scope: &QuotaScope) -> bool {
+        pvc_matches_scope(pvc, scope)
+    }
+}
+
+type PodsAndClaims = (Vec<Arc<Pod>>, Vec<Arc<ResourceClaim>>);
+
+/// The pods and claims of a namespace, listed on first use: only claims made for a pod's
+/// extended resources look at them.
+pub struct ClaimPeers<'a> {
+    load: Box<dyn Fn() -> PodsAndClaims + 'a>,
+    loaded: OnceCell<PodsAndClaims>,
+}
+
+impl<'a> ClaimPeers<'a> {
+    pub fn new(load: impl Fn() -> PodsAndClaims + 'a) -> Self {
+        Self {
+            load: Box::new(load),
+            loaded: OnceCell::new(),
+        }
+    }
+
+    fn get(&self) -> &PodsAndClaims {
+        self.loaded.get_or_init(&self.load)
+    }
+}
+
+pub struct ClaimTally<'a> {
+    pub classes: &'a ExtendedResourceCache,
+    pub peers: &'a ClaimPeers<'a>,
+}
+
+impl Tally for ClaimTally<'_> {
+    type Object = ResourceClaim;
+    type Context = ExtendedResourceCache;
+    fn context(&self) -> &ExtendedResourceCache {
+        self.classes
+    }
+    /// A pod's extended-resource claim is offset by the pod's usage (which can change with
+    /// the pod and the clock); any other claim's usage depends on itself and the classes.
+    fn volatile(&self, claim: &ResourceClaim) -> bool {
+        extended_claim_pod_owner(claim).is_some()
+    }
+    fn usage(&self, claim: &ResourceClaim, now: &Time) -> Usage {
+        let (pods, claims) = self.peers.get();
+        let lookup = SliceClaimLookup { pods, claims };
+        claim_usage(claim, self.classes, &lookup, now)
+    }
+    fn matches(&self, _: &ResourceClaim, scope: &QuotaScope) -> bool {
+        unscoped_matches(scope)
+    }
+}
+
+/// Partial sums by format, added in this order (see the module notes).
+const FORMATS: [Format; 3] = [Format::BinarySI, Format::DecimalSI, Format::DecimalExponent];
+
+/// The sum of one resource name: one exact partial sum per format.
+#[derive(Clone, Debug, Default)]
+struct Sum([Quantity; 3]);
+
+impl Sum {
+    fn slot(&mut self, q: &Quantity) -> &mut Quantity {
+        let i = FORMATS.iter().position(|f| *f == q.format()).unwrap_or(1);
+        &mut self.0[i]
+    }
+
+    /// `None` past the exact range.
+    fn change(&mut self, q: &Quantity, add: bool) -> Option<()> {
+        let slot = self.slot(q);
+        *slot = if add {
+            slot.checked_add(q)?
+        } else {
+            slot.checked_sub(q)?
+        };
+        Some(())
+    }
+
+    fn is_zero(&self) -> bool {
+        self.0.iter().all(Quantity::is_zero)
+    }
+
+    fn total(&self) -> Option<Quantity> {
+        self.0
+            .iter()
+            .try_fold(Quantity::zero(), |acc, q| acc.checked_add(q))
+    }
+
+    /// Same values and the same formats, so every later result prints the same.
+    fn same(&self, other: &Sum) -> bool {
+        self.0
+            .iter()
+            .zip(&other.0)
+            .all(|(a, b)| a == b && (a.is_zero() || a.format() == b.format()))
+    }
+}
+
+/// The sums of one scope-set in one namespace.
+#[derive(Debug)]
+struct Entry {
+    scope: QuotaScope,
+    sums: BTreeMap<String, Sum>,
+    /// Problems of the summed objects that have any, by object name.
+    problems: BTreeMap<String, Vec<String>>,
+    /// A sum left the exact range: answered by the full computation until rebuilt.
+    overflow: bool,
+}
+
+impl Entry {
+    fn new(scope: QuotaScope) -> Self {
+        Self {
+            scope,
+            sums: BTreeMap::new(),
+            problems: BTreeMap::new(),
+            overflow: false,
+        }
+    }
+
+    fn change(&mut self, name: &str, usage: &Usage, add: bool) {
+        for (resource, q) in &usage.list {
+            let sum = self.sums.entry(resource.clone()).or_default();
+            if sum.change(q, add).is_none() {
+                self.overflow = true;
+            }
+            if sum.is_zero() {
+                self.sums.remove(resource);
+            }
+        }
+        if add && !usage.problems.is_empty() {
+            self.problems
+                .insert(name.to_string(), usage.problems.clone());
+        } else if !add {
+            self.problems.remove(name);
+        }
+    }
+
+    /// The number of sums (and problem lists) that differ from `other`.
+    fn differences(&self, other: &Entry) -> u64 {
+        let names: BTreeSet<&String> = self.sums.keys().chain(other.sums.keys()).collect();
+        let sums = names
+            .into_iter()
+            .filter(|n| match (self.sums.get(*n), other.sums.get(*n)) {
+                (Some(a), Some(b)) => !a.same(b),
+                _ => true,
+            })
+            .count();
+        let problems = usize::from(self.problems != other.problems);
+        u64::try_from(sums.saturating_add(problems)).unwrap_or(u64::MAX)
+    }
+}
+
+/// A scope-set's identity: its requirements, sorted (they are ANDed, so order is no part of
+/// the meaning).
+type ScopeKey = Vec<(String, String, Vec<String>)>;
+
+fn scope_key(scope: &QuotaScope) -> ScopeKey {
+    let mut key: ScopeKey = scope
+        .requirements()
+        .iter()
+        .map(|r| (r.scope_name.clone(), r.operator.clone(), r.values.clone()))
+        .collect();
+    key.sort();
+    key.dedup();
+    key
+}
+
+/// The objects of one namespace the sums were made from, and the sums.
+struct Namespace<K> {
+    /// The store's own `Arc` of every object counted (or evaluated at sync), by name.
+    objects: HashMap<String, Arc<K>>,
+    /// Names of the objects evaluated at each sync instead of summed.
+    volatile: BTreeSet<String>,
+    scopes: HashMap<ScopeKey, Entry>,
+}
+
+impl<K: Resource> Namespace<K> {
+    fn from_objects<T: Tally<Object = K>>(tally: &T, objects: Vec<Arc<K>>) -> Self {
+        let objects: HashMap<String, Arc<K>> =
+            objects.into_iter().map(|o| (name_of(&*o), o)).collect();
+        let volatile = objects
+            .iter()
+            .filter(|(_, o)| tally.volatile(o))
+            .map(|(n, _)| n.clone())
+            .collect();
+        Self {
+            objects,
+            volatile,
+            scopes: HashMap::new(),
+        }
+    }
+
+    /// A scope-set's sums, computed in full from the objects.
+    fn build<T: Tally<Object = K>>(&self, tally: &T, scope: QuotaScope, now: &Time) -> Entry {
+        let mut entry = Entry::new(scope);
+        for (name, object) in &self.objects {
+            if !self.volatile.contains(name) && tally.matches(object, &entry.scope) {
+                entry.change(name, &tally.usage(object, now), true);
+            }
+        }
+        entry
+    }
+
+    /// Adds (or subtracts) one object's usage to every scope-set it matches.
+    fn count<T: Tally<Object = K>>(
+        &mut self,
+        tally: &T,
+        name: &str,
+        object: &K,
+        add: bool,
+        now: &Time,
+    ) {
+        if tally.volatile(object) {
+            if add {
+                self.volatile.insert(name.to_string());
+            } else {
+                self.volatile.remove(name);
+            }
+            return;
+        }
+        let usage = OnceCell::new();
+        for entry in self.scopes.values_mut() {
+            if tally.matches(object, &entry.scope) {
+                entry.change(name, usage.get_or_init(|| tally.usage(object, now)), add);
+            }
+        }
+    }
+
+    /// The sums plus the volatile objects, as `sum_usage` would give them; `None` when a
+    /// value leaves the exact range.
+    fn answer<T: Tally<Object = K>>(
+        &self,
+        tally: &T,
+        entry: &Entry,
+        names: &[String],
+        now: &Time,
+    ) -> Option<Usage> {
+        if entry.overflow {
+            return None;
+        }
+        let mut list: ResourceList = names
+            .iter()
+            .map(|n| (n.clone(), Quantity::zero()))
+            .collect();
+        let mut problems: Vec<String> = entry.problems.values().flatten().cloned().collect();
+        let add = |list: &mut ResourceList, name: &String, q: Quantity| {
+            let value = match list.get(name) {
+                Some(before) => before.checked_add(&q)?,
+                None => q,
+            };
+            list.insert(name.clone(), value);
+            Some(())
+        };
+        for (name, sum) in &entry.sums {
+            add(&mut list, name, sum.total()?)?;
+        }
+        for name in &self.volatile {
+            let object = self.objects.get(name)?;
+            if !tally.matches(object, &entry.scope) {
+                continue;
+            }
+            let usage = tally.usage(object, now);
+            problems.extend(usage.problems);
+            for (resource, q) in usage.list {
+                add(&mut list, &resource, q)?;
+            }
+        }
+        Some(Usage { list, problems })
+    }
+
+    /// `sum_usage` over every object, in name order.
+    fn full<T: Tally<Object = K>>(
+        &self,
+        tally: &T,
+        scope: &QuotaScope,
+        names: &[String],
+        now: &Time,
+    ) -> Usage {
+        let sorted: BTreeMap<&String, &Arc<K>> = self.objects.iter().collect();
+        sum_usage(
+            sorted.into_values().map(|o| &**o),
+            names,
+            |o| tally.usage(o, now),
+            |o| tally.matches(o, scope),
+        )
+    }
+}
+
+fn name_of<K: Resource>(object: &K) -> String {
+    object.meta().name.clone().unwrap_or_default()
+}
+
+struct Inner<K, C> {
+    /// The context the sums were made in.
+    context: Option<C>,
+    namespaces: HashMap<String, Namespace<K>>,
+}
+
+/// The usage totals of one evaluator. Namespaces are tracked from the first sync of one of
+/// their quotas on; [`Totals::verify`] drops those no quota uses any more.
+pub struct Totals<K, C = ()> {
+    inner: Mutex<Inner<K, C>>,
+}
+
+impl<K, C> Default for Totals<K, C> {
+    fn default() -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                context: None,
+                namespaces: HashMap::new(),
+            }),
+        }
+    }
+}
+
+impl<K: Resource, C: Clone + PartialEq> Totals<K, C> {
+    /// The totals, emptied first when the tally's context differs from theirs.
+    fn lock<T: Tally<Object = K, Context = C>>(&self, tally: &T) -> MutexGuard<'_, Inner<K, C>> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if inner.context.as_ref() != Some(tally.context()) {
+            inner.namespaces.clear();
+            inner.context = Some(tally.context().clone());
+        }
+        inner
+    }
+
+    /// Object `namespace/name` changed: the store now holds `current` (`None`: deleted).
+    pub fn refresh<T: Tally<Object = K, Context = C>>(
+        &self,
+        tally: &T,
+        namespace: &str,
+        name: &str,
+        current: Option<Arc<K>>,
+        now: &Time,
+    ) {
+        let mut inner = self.lock(tally);
+        let Some(ns) = inner.namespaces.get_mut(namespace) else {
+            return;
+        };
+        let counted = ns.objects.get(name).cloned();
+        match (&counted, &current) {
+            (Some(a), Some(b)) if Arc::ptr_eq(a, b) => return,
+            // The same version in a new Arc (a relist): nothing to add, only keep the
+            // store's copy rather than a second one.
+            (Some(a), Some(b)) if same_version(&**a, &**b) => {
+                ns.objects.insert(name.to_string(), b.clone());
+                return;
+            }
+            _ => {}
+        }
+        if let Some(old) = counted {
+            ns.count(tally, name, &old, false, now);
+            ns.objects.remove(name);
+        }
+        if let Some(new) = current {
+            ns.count(tally, name, &new, true, now);
+            ns.objects.insert(name.to_string(), new);
+        }
+    }
+
+    /// An evaluator's usage of `names` in `namespace` for quotas with `scope`: what
+    /// `sum_usage` over the namespace's objects gives. `objects` lists the namespace from the
+    /// store, for its first sync.
+    pub fn usage<T: Tally<Object = K, Context = C>>(
+        &self,
+        tally: &T,
+        namespace: &str,
+        scope: &QuotaScope,
+        names: &[String],
+        now: &Time,
+        objects: impl FnOnce() -> Vec<Arc<K>>,
+    ) -> Usage {
+        let mut inner = self.lock(tally);
+        let ns = inner
+            .namespaces
+            .entry(namespace.to_string())
+            .or_insert_with(|| Namespace::from_objects(tally, objects()));
+        let key = scope_key(scope);
+        let rebuild = ns.scopes.get(&key).is_none_or(|e| e.overflow);
+        if rebuild {
+            let entry = ns.build(tally, scope.clone(), now);
+            ns.scopes.insert(key.clone(), entry);
+        }
+        let answer = ns
+            .scopes
+            .get(&key)
+            .and_then(|entry| ns.answer(tally, entry, names, now));
+        answer.unwrap_or_else(|| ns.full(tally, scope, names, now))
+    }
+
+    /// The safety net: recomputes every tracked sum in full from the objects it counted and
+    /// returns how many differed (drift, which should never happen); then rebuilds the
+    /// totals from the store (`objects` lists a namespace), keeping only the namespaces and
+    /// scope-sets in `in_use`.
+    pub fn verify<T: Tally<Object = K, Context = C>>(
+        &self,
+        tally: &T,
+        in_use: &HashMap<String, Vec<QuotaScope>>,
+        objects: impl Fn(&str) -> Vec<Arc<K>>,
+        now: &Time,
+    ) -> u64 {
+        let mut inner = self.lock(tally);
+        inner.namespaces.retain(|ns, _| in_use.contains_key(ns));
+        let mut drift = 0u64;
+        for (name, ns) in inner.namespaces.iter_mut() {
+            let scopes: HashMap<ScopeKey, &QuotaScope> = in_use
+                .get(name)
+                .into_iter()
+                .flatten()
+                .map(|s| (scope_key(s), s))
+                .collect();
+            ns.scopes.retain(|key, _| scopes.contains_key(key));
+            for entry in ns.scopes.values() {
+                let full = ns.build(tally, entry.scope.clone(), now);
+                drift = drift.saturating_add(entry.differences(&full));
+            }
+            let mut fresh = Namespace::from_objects(tally, objects(name));
+            for (key, entry) in &ns.scopes {
+                let rebuilt = fresh.build(tally, entry.scope.clone(), now);
+                fresh.scopes.insert(key.clone(), rebuilt);
+            }
+            *ns = fresh;
+        }
+        drift
+    }
+}
+
+fn same_version<K: Resource>(a: &K, b: &K) -> bool {
+    let (a, b) = (a.meta(), b.meta());
+    a.uid == b.uid && a.resource_version.is_some() && a.resource_version == b.resource_version
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::resource::v1::DeviceClass;
+    use k8s_openapi::jiff::Timestamp;
+    use serde::de::DeserializeOwned;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::controllers::resourcequota::usage::parse_scope;
+
+    fn from<K: DeserializeOwned>(value: Value) -> Arc<K> {
+        Arc::new(serde_json::from_value(value).expect("valid object"))
+    }
+
+    fn meta(name: &str, rv: u32) -> Value {
+        json!({ "name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+            "resourceVersion": rv.to_string() })
+    }
+
+    fn now() -> Time {
+        Time(Timestamp::from_second(1_700_000_000).expect("valid timestamp"))
+    }
+
+    fn strings(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// The usage of `names`, printed (the evaluators also give names no quota asked for).
+    fn printed(usage: &Usage, names: &[String]) -> Vec<(String, String)> {
+        usage
+            .list
+            .iter()
+            .filter(|(k, _)| names.contains(k))
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect()
+    }
+
+    fn service(name: &str, rv: u32, type_: &str, ports: usize) -> Arc<Service> {
+        let ports: Vec<Value> = (0..ports).map(|i| json!({ "port": 80 + i })).collect();
+        from(json!({ "metadata": meta(name, rv), "spec": { "type": type_, "ports": ports } }))
+    }
+
+    #[test]
+    fn services_follow_creates_type_changes_and_deletes() {
+        let totals: Totals<Service> = Totals::default();
+        let names = strings(&["services", "services.nodeports", "services.loadbalancers"]);
+        let scope = parse_scope(&[], None);
+        let mut store = vec![service("a", 1, "ClusterIP", 1)];
+        let ask = |store: &Vec<Arc<Service>>| {
+            printed(
+                &totals.usage(&ServiceTally, "ns", &scope, &names, &now(), || {
+                    store.clone()
+                }),
+                &names,
+            )
+        };
+        assert_eq!(
+            ask(&store),
+            [
+                ("services", "1"),
+                ("services.loadbalancers", "0"),
+                ("services.nodeports", "0")
+            ]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+        );
+        let b = service("b", 2, "LoadBalancer", 3);
+        store.push(b.clone());
+        totals.refresh(&ServiceTally, "ns", "b", Some(b), &now());
+        let a = service("a", 3, "NodePort", 2);
+        store[0] = a.clone();
+        totals.refresh(&ServiceTally, "ns", "a", Some(a), &now());
+        assert_eq!(
+            ask(&store),
+            [
+                ("services", "2"),
+                ("services.loadbalancers", "1"),
+                ("services.nodeports", "5")
+            ]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+        );
+        store.remove(1);
+        totals.refresh(&ServiceTally, "ns", "b", None, &now());
+        assert_eq!(
+            ask(&store),
+            [
+                ("services", "1"),
+                ("services.loadbalancers", "0"),
+                ("services.nodeports", "2")
+            ]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+        );
+        // Any scope: services never match, whatever they are.
+        let scoped = parse_scope(&strings(&["BestEffort"]), None);
+        let got = totals.usage(&ServiceTally, "ns", &scoped, &names, &now(), Vec::new);
+        assert!(got.list.values().all(Quantity::is_zero), "{got:?}");
+    }
+
+    fn pvc(
+        name: &str,
+        rv: u32,
+        class: &str,
+        storage: &str,
+        vac: Option<&str>,
+    ) -> Arc<PersistentVolumeClaim> {
+        from(
+            json!({ "metadata": meta(name, rv), "spec": { "storageClassName": class,
+            "volumeAttributesClassName": vac,
+            "resources": { "requests": { "storage": storage } } } }),
+        )
+    }
+
+    #[test]
+    fn pvcs_are_summed_per_scope_set_and_moved_when_their_class_changes() {
+        let totals: Totals<PersistentVolumeClaim> = Totals::default();
+        let names = strings(&[
+            "requests.storage",
+            "gold.storageclass.storage.k8s.io/requests.storage",
+        ]);
+        let all = parse_scope(&[], None);
+        let gold_vac = parse_scope(
+            &[],
+            Some(
+                &serde_json::from_value(json!({ "matchExpressions": [
+                { "scopeName": "VolumeAttributesClass", "operator": "In", "values": ["fast"] }
+            ] }))
+                .expect("selector"),
+            ),
+        );
+        let store = vec![
+            pvc("a", 1, "gold", "1Gi", Some("fast")),
+            pvc("b", 2, "", "500Mi", None),
+        ];
+        let list = || store.clone();
+        let ask = |scope: &QuotaScope| {
+            printed(
+                &totals.usage(&PvcTally, "ns", scope, &names, &now(), list),
+                &names,
+            )
+        };
+        assert_eq!(ask(&all)[1].1, "1524Mi");
+        assert_eq!(ask(&gold_vac)[0].1, "1Gi");
+        // `a` moves to another class and loses its VolumeAttributesClass.
+        totals.refresh(
+            &PvcTally,
+            "ns",
+            "a",
+            Some(pvc("a", 3, "silver", "2Gi", None)),
+            &now(),
+        );
+        assert_eq!(
+            ask(&all),
+            [
+                (
+                    "gold.storageclass.storage.k8s.io/requests.storage".to_string(),
+                    "0".to_string()
+                ),
+                ("requests.storage".to_string(), "2548Mi".to_string()),
+            ]
+        );
+        assert!(ask(&gold_vac).iter().all(|(_, v)| v == "0"));
+    }
+
+    #[test]
+    fn claims_are_rebuilt_when_the_device_classes_change() {
+        let totals: Totals<ResourceClaim, ExtendedResourceCache> = Totals::default();
+        let claim = from::<ResourceClaim>(json!({ "metadata": meta("c", 1), "spec": { "devices": {
+            "requests": [{ "name": "r", "exactly": { "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2 } }] } } }));
+        let names = strings(&["requests.example.com/gpu"]);
+        let scope = parse_scope(&[], None);
+        let peers = ClaimPeers::new(Default::default);
+        let ask = |classes: &ExtendedResourceCache| {
+            let tally = ClaimTally {
+                classes,
+                peers: &peers,
+            };
+            printed(
+                &totals.usage(&tally, "ns", &scope, &names, &now(), || vec![claim.clone()]),
+                &names,
+            )
+        };
+        let plain = ExtendedResourceCache::new();
+        assert_eq!(
+            ask(&plain),
+            [("requests.example.com/gpu".to_string(), "0".to_string())]
+        );
+        let class: DeviceClass = serde_json::from_value(json!({ "metadata": { "name": "gpu" },
+            "spec": { "extendedResourceName": "example.com/gpu" } }))
+        .expect("class");
+        let mapped = ExtendedResourceCache::from_classes([&class]);
+        // Nothing about the claim changed; the class did, and the sum follows.
+        assert_eq!(
+            ask(&mapped),
+            [("requests.example.com/gpu".to_string(), "2".to_string())]
+        );
+    }
+
+    fn pod(name: &str, rv: u32, cpu: &str) -> Arc<Pod> {
+        from(
+            json!({ "metadata": meta(name, rv), "spec": { "containers": [
+            { "name": "c", "image": "i", "resources": { "requests": { "cpu": cpu } } }] },
+            "status": { "phase": "Running" } }),
+        )
+    }
+
+    #[test]
+    fn verify_counts_and_corrects_drift_and_forgets_unused_namespaces() {
+        let totals: Totals<Pod> = Totals::default();
+        let names = strings(&["requests.cpu"]);
+        let scope = parse_scope(&[], None);
+        let store = vec![pod("a", 1, "100m"), pod("b", 2, "200m")];
+        let used = totals.usage(&PodTally, "ns", &scope, &names, &now(), || store.clone());
+        assert_eq!(used.list["requests.cpu"].to_string(), "300m");
+        let in_use = HashMap::from([("ns".to_string(), vec![scope.clone()])]);
+        assert_eq!(
+            totals.verify(&PodTally, &in_use, |_| store.clone(), &now()),
+            0
+        );
+        // A sum gone wrong (as a missed delta would leave it) is found and corrected.
+        {
+            let mut inner = totals.inner.lock().expect("lock");
+            let entry = inner
+                .namespaces
+                .get_mut("ns")
+                .and_then(|ns| ns.scopes.get_mut(&scope_key(&scope)))
+                .expect("tracked");
+            entry.change("x", &pod_usage(&pod("x", 9, "1"), &now()), true);
+        }
+        assert_eq!(
+            totals
+                .usage(&PodTally, "ns", &scope, &names, &now(), Vec::new)
+                .list["requests.cpu"]
+                .to_string(),
+            "1300m"
+        );
+        // count/pods, pods and cpu and requests.cpu.
+        assert_eq!(
+            totals.verify(&PodTally, &in_use, |_| store.clone(), &now()),
+            4
+        );
+        assert_eq!(
+            totals
+                .usage(&PodTally, "ns", &scope, &names, &now(), Vec::new)
+                .list["requests.cpu"]
+                .to_string(),
+            "300m"
+        );
+        totals.verify(&PodTally, &HashMap::new(), |_| store.clone(), &now());
+        assert!(
+            lock_inner(&totals).namespaces.is_empty(),
+            "no quota: not tracked"
+        );
+    }
+
+    fn lock_inner<K, C>(totals: &Totals<K, C>) -> MutexGuard<'_, Inner<K, C>> {
+        totals.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    #[test]
+    fn a_pod_past_its_grace_period_stops_counting_without_an_event() {
+        let totals: Totals<Pod> = Totals::default();
+        let names = strings(&["pods"]);
+        let scope = parse_scope(&[], None);
+        let mut deleting = (*pod("a", 1, "1")).clone();
+        deleting.metadata.deletion_timestamp = Some(now());
+        deleting.metadata.deletion_grace_period_seconds = Some(30);
+        let store = vec![Arc::new(deleting), pod("b", 2, "1")];
+        let at = |secs: i64| {
+            let t = Time(Timestamp::from_second(1_700_000_000 + secs).expect("valid"));
+            totals
+                .usage(&PodTally, "ns", &scope, &names, &t, || store.clone())
+                .list["pods"]
+                .to_string()
+        };
+        assert_eq!(at(0), "2");
+        assert_eq!(at(31), "1");
+    }
+}
