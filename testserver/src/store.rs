@@ -1329,10 +1329,28 @@ impl Store {
 
     /// Puts an object in as it is (status included), bypassing create strategies: for fixtures.
     pub fn seed(&self, rt: &ResourceType, obj: Value) -> Result<Arc<Value>, ApiError> {
+        self.seed_with(rt, obj, true)
+    }
+
+    /// As [`Store::seed`], but records no field ownership (server-side apply sees the fields
+    /// as nobody's): for large fixtures. Tracking every field path costs tens of KB per
+    /// object, gigabytes for a 150 000-pod cluster.
+    pub fn seed_untracked(&self, rt: &ResourceType, obj: Value) -> Result<Arc<Value>, ApiError> {
+        self.seed_with(rt, obj, false)
+    }
+
+    fn seed_with(
+        &self,
+        rt: &ResourceType,
+        obj: Value,
+        track_ownership: bool,
+    ) -> Result<Arc<Value>, ApiError> {
         let ns = meta_str(&obj, "namespace").unwrap_or("default").to_string();
         let status = obj.get("status").cloned();
+        // Given ownership is kept as it is by create and by a status update.
+        let untracked = (!track_ownership).then(Ownership::default);
         let mut st = self.lock();
-        let created = st.create_object(rt, &ns, obj, &WriteOptions::default(), None)?;
+        let created = st.create_object(rt, &ns, obj, &WriteOptions::default(), untracked.clone())?;
         match status {
             Some(status) if rt.status => {
                 let key = obj_key(rt, &ns, meta_str(&created, "name").unwrap_or_default());
@@ -1342,7 +1360,7 @@ impl Store {
                     json!({ "status": status }),
                     Subresource::Status,
                     &WriteOptions::default(),
-                    None,
+                    untracked,
                 )
             }
             _ => Ok(created),
