@@ -274,7 +274,9 @@ impl Model {
         };
         let condition_right = status["conditions"].as_array().is_some_and(|cs| {
             cs.iter().any(|c| {
-                c["type"] == "DisruptionAllowed" && c["status"] == cond_status && c["reason"] == reason
+                c["type"] == "DisruptionAllowed"
+                    && c["status"] == cond_status
+                    && c["reason"] == reason
             })
         });
         status["observedGeneration"] == pdb["metadata"]["generation"]
@@ -530,10 +532,7 @@ fn load(size: &str, label: &str) -> Option<(f64, usize)> {
 }
 
 fn save(size: Size, label: &str, rss_after_sync: f64, report: &Report) {
-    let mut text = format!(
-        "rss_after_sync_mib={rss_after_sync}\npods={}\n",
-        size.pods
-    );
+    let mut text = format!("rss_after_sync_mib={rss_after_sync}\npods={}\n", size.pods);
     for (figure, value) in &report.rows {
         text.push_str(&format!("| {figure} | {value} |\n"));
     }
@@ -553,11 +552,9 @@ fn seed(server: &TestServer, rt: &ResourceType, obj: Value) {
 
 #[tokio::main]
 async fn main() {
-    let wanted = std::env::var("KCM_SCALE").ok().or_else(|| {
-        std::env::args()
-            .skip(1)
-            .find(|a| !a.starts_with('-'))
-    });
+    let wanted = std::env::var("KCM_SCALE")
+        .ok()
+        .or_else(|| std::env::args().skip(1).find(|a| !a.starts_with('-')));
     let wanted = wanted.as_deref().unwrap_or("a");
     let Some(size) = SIZES.iter().copied().find(|s| s.name == wanted) else {
         panic!("unknown size {wanted:?}: a, b or tiny");
@@ -592,7 +589,10 @@ async fn main() {
             .unwrap_or_else(|| panic!("{plural} not served"))
     };
     let (pods_rt, nodes_rt, ns_rt) = (rt("", "pods"), rt("", "nodes"), rt("", "namespaces"));
-    let (quotas_rt, pdbs_rt) = (rt("", "resourcequotas"), rt("policy", "poddisruptionbudgets"));
+    let (quotas_rt, pdbs_rt) = (
+        rt("", "resourcequotas"),
+        rt("policy", "poddisruptionbudgets"),
+    );
     let seeding = Instant::now();
     for i in 0..size.nodes {
         seed(&server, &nodes_rt, node_json(&node_name(i)));
@@ -644,7 +644,10 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let Some((synced_at, rss_sync)) = rss_after_sync else {
-        panic!("kcm's stores did not sync within {timeout:?} (see {})", log.display());
+        panic!(
+            "kcm's stores did not sync within {timeout:?} (see {})",
+            log.display()
+        );
     };
     println!("every store synced after {}", secs(synced_at));
     report.add("RSS after the initial sync", format!("{rss_sync:.1} MiB"));
@@ -729,10 +732,8 @@ async fn main() {
 
     save(size, &label, rss_sync, &report);
     let other = if size.name == "a" { "b" } else { "a" };
-    if let (Some((rss_a, pods_a)), Some((rss_b, pods_b))) = (
-        load("a", &label),
-        load("b", &label),
-    ) && pods_a != pods_b
+    if let (Some((rss_a, pods_a)), Some((rss_b, pods_b))) = (load("a", &label), load("b", &label))
+        && pods_a != pods_b
         && size.name != "tiny"
     {
         report.add(

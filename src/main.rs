@@ -8,7 +8,9 @@ use tracing_subscriber::EnvFilter;
 // The global allocator, chosen at build time (README "Performance" has the measurements):
 // the system allocator unless the `mimalloc` or `jemalloc` feature is on.
 #[cfg(all(feature = "mimalloc", feature = "jemalloc"))]
-compile_error!("the features `mimalloc` and `jemalloc` each select the global allocator: enable one");
+compile_error!(
+    "the features `mimalloc` and `jemalloc` each select the global allocator: enable one"
+);
 
 #[cfg(feature = "mimalloc")]
 #[global_allocator]

@@ -1350,7 +1350,8 @@ impl Store {
         // Given ownership is kept as it is by create and by a status update.
         let untracked = (!track_ownership).then(Ownership::default);
         let mut st = self.lock();
-        let created = st.create_object(rt, &ns, obj, &WriteOptions::default(), untracked.clone())?;
+        let created =
+            st.create_object(rt, &ns, obj, &WriteOptions::default(), untracked.clone())?;
         match status {
             Some(status) if rt.status => {
                 let key = obj_key(rt, &ns, meta_str(&created, "name").unwrap_or_default());

@@ -1065,9 +1065,7 @@ async fn an_authorizer_refuses_with_403_and_leaves_discovery_alone() {
 async fn seeded_fields_are_owned_unless_seeded_untracked() {
     let server = TestServer::start().await;
     let rt = server.store().resource_type("", "configmaps").unwrap();
-    let seeded = |name: &str| {
-        json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name, "namespace": "default" }, "data": { "k": "1" } })
-    };
+    let seeded = |name: &str| json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name, "namespace": "default" }, "data": { "k": "1" } });
     server.store().seed(&rt, seeded("tracked")).unwrap();
     server
         .store()
@@ -1088,7 +1086,11 @@ async fn seeded_fields_are_owned_unless_seeded_untracked() {
     assert_eq!(err.code, 409);
     // ...while an untracked seed's fields are nobody's.
     let applied = cms
-        .patch("untracked", &PatchParams::apply("other"), &apply("untracked"))
+        .patch(
+            "untracked",
+            &PatchParams::apply("other"),
+            &apply("untracked"),
+        )
         .await
         .unwrap();
     assert_eq!(applied.data.unwrap()["k"], "2");
