@@ -174,7 +174,7 @@ fn pdb_json(ns: &str, min_available: usize) -> Value {
 
 /// apimachinery's canonical string of `milli` thousandths of a core (pods here never sum to 1k).
 fn cpu_string(milli: u64) -> String {
-    if milli % 1000 == 0 {
+    if milli.is_multiple_of(1000) {
         (milli / 1000).to_string()
     } else {
         format!("{milli}m")
@@ -188,7 +188,7 @@ fn memory_string(mi: u64) -> String {
     }
     let (mut value, mut unit) = (mi, 0);
     let units = ["Mi", "Gi", "Ti", "Pi"];
-    while value % 1024 == 0 && unit + 1 < units.len() {
+    while value.is_multiple_of(1024) && unit + 1 < units.len() {
         value /= 1024;
         unit += 1;
     }
