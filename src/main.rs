@@ -5,6 +5,21 @@ use clap::Parser;
 use kcm::cli::{LogFormat, Options};
 use tracing_subscriber::EnvFilter;
 
+// The global allocator, chosen at build time (README "Performance" has the measurements):
+// the system allocator unless the `mimalloc` or `jemalloc` feature is on.
+#[cfg(all(feature = "mimalloc", feature = "jemalloc"))]
+compile_error!(
+    "the features `mimalloc` and `jemalloc` each select the global allocator: enable one"
+);
+
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// klog-style verbosity: 0 is info, 2+ adds debug, 4+ adds trace; RUST_LOG overrides.
 fn init_logging(format: LogFormat, verbosity: u8) {
     let default = match verbosity {

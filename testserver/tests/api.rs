@@ -1060,3 +1060,38 @@ async fn an_authorizer_refuses_with_403_and_leaves_discovery_alone() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn seeded_fields_are_owned_unless_seeded_untracked() {
+    let server = TestServer::start().await;
+    let rt = server.store().resource_type("", "configmaps").unwrap();
+    let seeded = |name: &str| json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name, "namespace": "default" }, "data": { "k": "1" } });
+    server.store().seed(&rt, seeded("tracked")).unwrap();
+    server
+        .store()
+        .seed_untracked(&rt, seeded("untracked"))
+        .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let apply = |name: &str| {
+        Patch::Apply(
+            json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name }, "data": { "k": "2" } }),
+        )
+    };
+    // A seed owns its fields like any writer, so another manager's apply conflicts...
+    let err = api_error(
+        cms.patch("tracked", &PatchParams::apply("other"), &apply("tracked"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 409);
+    // ...while an untracked seed's fields are nobody's.
+    let applied = cms
+        .patch(
+            "untracked",
+            &PatchParams::apply("other"),
+            &apply("untracked"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.data.unwrap()["k"], "2");
+}
