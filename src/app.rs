@@ -146,14 +146,33 @@ pub async fn run_with_config(
     // Standbys are ready (they are healthy, waiting for the lease); a leader is ready once
     // every store it started has synced.
     let leading = Arc::new(AtomicBool::new(false));
+    // The controllers this leader started, set once all are; until then it is not ready, as
+    // their stores may not even be registered yet.
+    let started: Arc<std::sync::Mutex<Option<Vec<Startup>>>> = Arc::default();
     let ready_informers = informers.clone();
     let ready_leading = leading.clone();
+    let ready_started = started.clone();
     let readiness: serving::Readiness = Arc::new(move || {
+        if !ready_leading.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         let unsynced = ready_informers.unsynced();
-        if !ready_leading.load(Ordering::SeqCst) || unsynced.is_empty() {
+        if !unsynced.is_empty() {
+            return Err(format!("stores not synced: {}", unsynced.join(", ")));
+        }
+        let started = ready_started.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(startups) = started.as_ref() else {
+            return Err("controllers are starting".to_string());
+        };
+        let pending: Vec<&str> = startups
+            .iter()
+            .filter(|s| !s.is_synced())
+            .map(Startup::controller)
+            .collect();
+        if pending.is_empty() {
             Ok(())
         } else {
-            Err(format!("stores not synced: {}", unsynced.join(", ")))
+            Err(format!("stores not synced for {}", pending.join(", ")))
         }
     });
     if let Some(secure) = &settings.secure_serving {
@@ -206,6 +225,7 @@ pub async fn run_with_config(
         tracing::info!(controller = %controller, gate, "controller is disabled by feature gate");
     }
     let mut tasks = Vec::new();
+    let mut startups = Vec::new();
     for entry in CONTROLLERS
         .iter()
         .filter(|e| settings.enabled_controllers.contains(&e.controller))
@@ -218,6 +238,8 @@ pub async fn run_with_config(
         }
         tracing::info!(controller = %entry.controller, "starting controller");
         let name = entry.controller.canonical_name();
+        let startup = Startup::new(name);
+        startups.push(startup.clone());
         let run = (entry.run)(Context {
             client: clients.client(client_name(entry.controller))?,
             metadata_client: metadata_client.clone(),
@@ -226,13 +248,14 @@ pub async fn run_with_config(
             settings: shared_settings.clone(),
             shutdown: controllers_stop.clone(),
             clock: clock.clone(),
-            startup: Startup::new(name),
+            startup,
         });
         tasks.push(tokio::spawn(async move {
             run.await
                 .map_err(|e| AppError::Controller(name, e.to_string()))
         }));
     }
+    *started.lock().unwrap_or_else(|p| p.into_inner()) = Some(startups);
 
     // Controllers run until SIGTERM, a lost lease, or one of them fails.
     let (released_tx, released_rx) = tokio::sync::oneshot::channel::<()>();

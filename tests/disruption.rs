@@ -392,7 +392,7 @@ async fn bad_budgets_fail_safe_and_never_allow_disruptions() {
     let events: Api<Event> = Api::namespaced(server.client(), NS);
     eventually("UnmanagedPods recorded", DEADLINE, || async {
         events.list(&ListParams::default()).await.unwrap().items.iter().any(|e| {
-            e.reason.as_deref() == Some("UnmanagedPods") && e.note.as_deref().is_some_and(|n| n.starts_with("Pods selected by this PodDisruptionBudget (selector: app=a) were found to be unmanaged."))
+            e.reason.as_deref() == Some("UnmanagedPods") && e.note.as_deref().is_some_and(|n| n.starts_with("Pods selected by this PodDisruptionBudget (selector: &LabelSelector{MatchLabels:map[string]string{app: a,},MatchExpressions:[]LabelSelectorRequirement{},}) were found to be unmanaged."))
         })
     })
     .await;

@@ -51,8 +51,18 @@ async fn readyz_waits_for_stores_and_metrics_expose_the_families() {
         kcm.metric(LEADER).await == Some(1.0)
     })
     .await;
-    let (code, body) = kcm.get("/readyz").await.unwrap();
-    assert_eq!((code, body.as_str()), (503, "stores not synced: nodes"));
+    // Not ready from the start of leadership: first the controllers start, then the store
+    // they registered stays unsynced while its list fails.
+    eventually(
+        "not ready: the node store has not synced",
+        DEADLINE,
+        || async {
+            let (code, body) = kcm.get("/readyz").await.unwrap();
+            assert_ne!(code, 200, "ready before the node store synced");
+            (code, body.as_str()) == (503, "stores not synced: nodes")
+        },
+    )
+    .await;
     assert_eq!(kcm.get("/livez").await.unwrap().0, 200);
     assert_eq!(kcm.get("/healthz").await.unwrap().0, 200);
 

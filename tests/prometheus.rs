@@ -128,14 +128,15 @@ struct Prometheus {
     _dir: tempfile::TempDir,
 }
 
-/// Prometheus's scrape job for kcm's listener: plain HTTP, as `--port` serves. For secure
-/// serving this becomes `scheme: https` with `authorization.credentials_file` (a bearer token)
-/// and `tls_config`, as deploy/servicemonitor.yaml scrapes.
-fn scrape_job(address: &str) -> Value {
+/// Prometheus's scrape job for kcm's secure port, as deploy/servicemonitor.yaml scrapes: HTTPS
+/// with a bearer token from a file, and the self-signed serving certificate not verified.
+fn scrape_job(address: &str, token_file: &Path) -> Value {
     json!({
         "job_name": "kcm",
-        "scheme": "http",
+        "scheme": "https",
         "metrics_path": "/metrics",
+        "authorization": { "type": "Bearer", "credentials_file": token_file },
+        "tls_config": { "insecure_skip_verify": true },
         "static_configs": [{ "targets": [address] }],
     })
 }
@@ -192,11 +193,20 @@ impl Prometheus {
             if let Some(value) = sample.filter(|v| expected(*v)) {
                 return value;
             }
-            assert!(
-                Instant::now() < deadline,
-                "{query}: last answer {sample:?} after {SCRAPE_DEADLINE:?}; prometheus log:\n{}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
+            if Instant::now() >= deadline {
+                // The scrape's own error (TLS, 401, …) is only in the targets API.
+                let targets = kube_testserver::testing::http_get(
+                    ([127, 0, 0, 1], self.port).into(),
+                    "/api/v1/targets",
+                )
+                .await
+                .map(|r| r.body)
+                .unwrap_or_default();
+                panic!(
+                    "{query}: last answer {sample:?} after {SCRAPE_DEADLINE:?}; targets: {targets}\nprometheus log:\n{}",
+                    std::fs::read_to_string(&self.log).unwrap_or_default()
+                );
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -232,10 +242,31 @@ async fn a_real_prometheus_scrapes_kcm_and_answers_for_its_metrics() {
         .create(&PostParams::default(), &node)
         .await
         .unwrap();
+    // Prometheus's token is authenticated and authorized by the API server's reviews.
+    server
+        .reviews()
+        .add_token("prometheus-token", "prometheus", &["monitoring"]);
+    server.reviews().allow("monitoring", "get", "/metrics");
+    let token_dir = tempfile::tempdir().unwrap();
+    let token_file = token_dir.path().join("token");
+    std::fs::write(&token_file, "prometheus-token").unwrap();
+    let kubeconfig = server.kubeconfig_path().display().to_string();
+    let secure_port = common::free_port();
+    let serving = [
+        // The harness already binds to 127.0.0.1 and serves plain HTTP on its own port.
+        format!("--secure-port={secure_port}"),
+        format!("--authentication-kubeconfig={kubeconfig}"),
+        format!("--authorization-kubeconfig={kubeconfig}"),
+        "--authentication-skip-lookup".to_string(),
+    ];
     let mut args = vec!["--controllers=ttl"];
     args.extend(FAST_LEASE);
-    let kcm = Kcm::start(server.kubeconfig_path(), &args);
-    let prometheus = Prometheus::start(&binary, scrape_job(&format!("127.0.0.1:{}", kcm.port)));
+    args.extend(serving.iter().map(String::as_str));
+    let _kcm = Kcm::start(server.kubeconfig_path(), &args);
+    let prometheus = Prometheus::start(
+        &binary,
+        scrape_job(&format!("127.0.0.1:{secure_port}"), &token_file),
+    );
 
     prometheus
         .wait_for(r#"up{job="kcm"}"#, |up| up == 1.0)

@@ -962,9 +962,11 @@ async fn soak_long() {
     .await;
 }
 
-/// The identity in kcm's user agent (`… kcm/<identity>`).
+/// The process identity in kcm's user agent (`… kcm/<identity>/<client>`; one process has a
+/// client per controller).
 fn identity(user_agent: &str) -> Option<&str> {
-    user_agent.rsplit_once("kcm/").map(|(_, id)| id)
+    let (_, rest) = user_agent.rsplit_once("kcm/")?;
+    Some(rest.split_once('/').map_or(rest, |(id, _)| id))
 }
 
 fn candidate(server: &TestServer) -> Kcm {

@@ -2,7 +2,7 @@
 //! synced (objects per store, seconds since it started) and one when its first full pass is
 //! done (every queue it works drained once after the sync).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,6 +27,8 @@ struct Inner {
     /// Queues worked, and how many of them have drained once.
     queues: AtomicUsize,
     drained: AtomicUsize,
+    /// Set once every store the controller reads has synced; readiness waits for it.
+    stores_synced: AtomicBool,
 }
 
 impl Startup {
@@ -38,6 +40,7 @@ impl Startup {
                 stores: Mutex::default(),
                 queues: AtomicUsize::new(0),
                 drained: AtomicUsize::new(0),
+                stores_synced: AtomicBool::new(false),
             }),
         }
     }
@@ -50,8 +53,19 @@ impl Startup {
         }
     }
 
+    /// The controller this startup belongs to.
+    pub fn controller(&self) -> &'static str {
+        self.inner.controller
+    }
+
+    /// Whether every store the controller reads has synced.
+    pub fn is_synced(&self) -> bool {
+        self.inner.stores_synced.load(Ordering::SeqCst)
+    }
+
     /// Logs that every store has synced: `pods=12 nodes=96`, and the seconds it took.
     pub fn synced(&self) {
+        self.inner.stores_synced.store(true, Ordering::SeqCst);
         let stores = self.inner.stores.lock().unwrap_or_else(|p| p.into_inner());
         let objects: Vec<String> = stores
             .iter()
