@@ -219,12 +219,10 @@ async fn handle(
             error_response(&err)
         }
         (None, Err(reason)) => error_response(&ApiError::forbidden(reason)),
-        // Answers are JSON only; kubectl and client-go always accept it.
-        (None, Ok(())) if protobuf_only => error_response(&ApiError::new(
-            406,
-            "NotAcceptable",
-            "only the following media types are accepted: application/json",
-        )),
+        // Checked before dispatch so that a write is not made when its answer cannot be sent.
+        (None, Ok(())) if protobuf_only && !protobuf_answerable(&shared, &route, &info) => {
+            not_acceptable("this request is answered only in application/json".into())
+        }
         (None, Ok(())) => {
             let ctx = RequestContext {
                 shared: &shared,
@@ -236,9 +234,14 @@ async fn handle(
                 body: parsed_body.as_ref(),
                 body_error: body_error.as_deref(),
             };
-            match dispatch(&ctx, route, &info) {
+            let resp = match dispatch(&ctx, route, &info) {
                 Ok(resp) => resp,
                 Err(err) => error_response(&err),
+            };
+            if protobuf_only {
+                protobuf_response(resp).await
+            } else {
+                resp
             }
         }
     };
@@ -259,6 +262,55 @@ async fn handle(
         at: Instant::now(),
     });
     response
+}
+
+fn not_acceptable(why: String) -> Response {
+    error_response(&ApiError::new(
+        406,
+        "NotAcceptable",
+        format!("only the following media types are accepted: application/json: {why}"),
+    ))
+}
+
+/// Whether a protobuf-only client can be answered: objects and lists (main resource or status)
+/// of a kind the codec writes. Watch streams, scale, discovery and other kinds stay JSON only.
+fn protobuf_answerable(shared: &Shared, route: &Route, info: &RequestInfo) -> bool {
+    let Route::Resource(path) = route else {
+        return false;
+    };
+    info.verb != "watch"
+        && matches!(path.subresource.as_deref(), None | Some("status"))
+        && shared
+            .store
+            .resource_type(&path.group, &path.resource)
+            .is_some_and(|rt| codec::encodes(&rt.api_version(), &rt.kind))
+}
+
+/// A JSON answer re-encoded in protobuf. Error answers stay JSON `Status` (the table has no
+/// `Status`); client-go still reads their code.
+async fn protobuf_response(resp: Response) -> Response {
+    if !resp.status().is_success() {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let encoded = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => serde_json::from_slice::<Value>(&bytes)
+            .map_err(|err| err.to_string())
+            .map(|value| codec::encode(&value)),
+        Err(err) => Err(err.to_string()),
+    };
+    match encoded {
+        Ok(Ok(protobuf)) => {
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(codec::PROTOBUF),
+            );
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(protobuf))
+        }
+        Ok(Err(err)) => not_acceptable(err.to_string()),
+        Err(err) => error_response(&ApiError::new(500, "InternalError", err)),
+    }
 }
 
 struct RequestContext<'a> {
