@@ -92,13 +92,15 @@ struct F(u64, &'static str, Ty, Keep);
 enum Keep {
     /// A non-pointer Go field: a zero value is left out, as Go's JSON does.
     NonZero,
-    /// A pointer (or a field without omitempty): zero is a value.
+    /// A pointer: zero is a value, absence is not written.
     Always,
+    /// A non-pointer Go field without omitempty: zero is a value, and absence is written as zero.
+    Required,
     /// A repeated field.
     List,
 }
 
-use Keep::{Always, List, NonZero};
+use Keep::{Always, List, NonZero, Required};
 use Ty::*;
 
 /// The schema of the messages the table covers, by name.
@@ -305,20 +307,19 @@ fn schema(message: &str) -> Option<&'static [F]> {
         ],
         "PodDisruptionBudgetStatus" => &[
             F(1, "observedGeneration", Int, NonZero),
-            F(3, "currentHealthy", Int, NonZero),
-            F(4, "desiredHealthy", Int, NonZero),
-            F(5, "disruptionsAllowed", Int, NonZero),
-            F(6, "expectedPods", Int, NonZero),
+            F(3, "currentHealthy", Int, Required),
+            F(4, "desiredHealthy", Int, Required),
+            F(5, "disruptionsAllowed", Int, Required),
+            F(6, "expectedPods", Int, Required),
             F(7, "conditions", Msg("Condition"), List),
         ],
-        // No omitempty in Go's JSON but for observedGeneration: an empty message is a value.
         "Condition" => &[
-            F(1, "type", Str, Always),
-            F(2, "status", Str, Always),
+            F(1, "type", Str, Required),
+            F(2, "status", Str, Required),
             F(3, "observedGeneration", Int, NonZero),
             F(4, "lastTransitionTime", Time, NonZero),
-            F(5, "reason", Str, Always),
-            F(6, "message", Str, Always),
+            F(5, "reason", Str, Required),
+            F(6, "message", Str, Required),
         ],
         _ => return None,
     })
@@ -386,7 +387,7 @@ fn varint(buf: &mut &[u8]) -> Result<u64, CodecError> {
 }
 
 /// A protobuf request body as the JSON object the store takes, `apiVersion` and `kind` included.
-pub(crate) fn decode(body: &[u8]) -> Result<Value, CodecError> {
+pub fn decode(body: &[u8]) -> Result<Value, CodecError> {
     let frame = body.strip_prefix(MAGIC).ok_or(CodecError::NoMagic)?;
     let (mut type_meta, mut raw, mut encoding) = (&[][..], &[][..], &[][..]);
     for (number, value) in fields(frame)? {
@@ -560,7 +561,7 @@ fn raw_json(buf: &[u8]) -> Result<Value, CodecError> {
 /// of [`decode`]: go-to-protobuf writes every non-pointer field, zero or not, so a non-pointer
 /// field missing from the JSON is written as its zero; a key the table lacks is an error, never
 /// dropped.
-pub(crate) fn encode(object: &Value) -> Result<Vec<u8>, CodecError> {
+pub fn encode(object: &Value) -> Result<Vec<u8>, CodecError> {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let kind = object["kind"].as_str().unwrap_or_default();
     let raw = if let Some(name) = kind_message(api_version, kind) {
@@ -635,7 +636,9 @@ fn encode_message(name: &'static str, value: &Value, skip: &[&str]) -> Result<Ve
     let mut out = Vec::new();
     for F(number, key, ty, keep) in fields {
         match map.get(key) {
-            None | Some(Value::Null) if keep == NonZero => put_zero(&mut out, number, ty),
+            None | Some(Value::Null) if matches!(keep, NonZero | Required) => {
+                put_zero(&mut out, number, ty)
+            }
             None | Some(Value::Null) => {}
             Some(items) if keep == List => {
                 for item in items.as_array().ok_or(CodecError::Invalid(key))? {
@@ -796,7 +799,8 @@ mod tests {
                 "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                 "metadata": { "name": "web", "namespace": "demo" },
                 "spec": { "minAvailable": 1, "selector": { "matchLabels": { "app": "web" } } },
-                "status": {},
+                "status": { "currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0,
+                    "expectedPods": 0 },
             })
         );
         assert_eq!(
