@@ -321,6 +321,28 @@ fn schema(message: &str) -> Option<&'static [F]> {
             F(5, "reason", Str, Required),
             F(6, "message", Str, Required),
         ],
+        // `metav1.Status`, the body of error answers.
+        "Status" => &[
+            F(1, "metadata", Msg("ListMeta"), NonZero),
+            F(2, "status", Str, NonZero),
+            F(3, "message", Str, NonZero),
+            F(4, "reason", Str, NonZero),
+            F(5, "details", Msg("StatusDetails"), Always),
+            F(6, "code", Int, NonZero),
+        ],
+        "StatusDetails" => &[
+            F(1, "name", Str, NonZero),
+            F(2, "group", Str, NonZero),
+            F(3, "kind", Str, NonZero),
+            F(4, "causes", Msg("StatusCause"), List),
+            F(5, "retryAfterSeconds", Int, NonZero),
+            F(6, "uid", Str, NonZero),
+        ],
+        "StatusCause" => &[
+            F(1, "reason", Str, NonZero),
+            F(2, "message", Str, NonZero),
+            F(3, "field", Str, NonZero),
+        ],
         _ => return None,
     })
 }
@@ -336,6 +358,7 @@ fn kind_message(api_version: &str, kind: &str) -> Option<&'static str> {
         ("v1", "ResourceQuota") => "ResourceQuota",
         ("apps/v1", "Deployment") => "Deployment",
         ("policy/v1", "PodDisruptionBudget") => "PodDisruptionBudget",
+        ("v1", "Status") => "Status",
         _ => return None,
     })
 }

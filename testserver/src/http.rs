@@ -286,21 +286,19 @@ fn protobuf_answerable(shared: &Shared, route: &Route, info: &RequestInfo) -> bo
             .is_some_and(|rt| codec::encodes(&rt.api_version(), &rt.kind))
 }
 
-/// A JSON answer re-encoded in protobuf. Error answers stay JSON `Status` (the table has no
-/// `Status`); client-go still reads their code.
+/// A JSON answer re-encoded in protobuf, error `Status` answers included (same code). A success
+/// the codec cannot write becomes 406 naming what it lacks; an error it cannot write stays JSON.
 async fn protobuf_response(resp: Response) -> Response {
-    if !resp.status().is_success() {
-        return resp;
-    }
     let (mut parts, body) = resp.into_parts();
-    let encoded = match axum::body::to_bytes(body, usize::MAX).await {
-        Ok(bytes) => serde_json::from_slice::<Value>(&bytes)
-            .map_err(|err| err.to_string())
-            .map(|value| codec::encode(&value)),
-        Err(err) => Err(err.to_string()),
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(err) => return error_response(&ApiError::new(500, "InternalError", err.to_string())),
     };
+    let encoded = serde_json::from_slice::<Value>(&bytes)
+        .map_err(|err| err.to_string())
+        .and_then(|value| codec::encode(&value).map_err(|err| err.to_string()));
     match encoded {
-        Ok(Ok(protobuf)) => {
+        Ok(protobuf) => {
             parts.headers.insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static(codec::PROTOBUF),
@@ -308,8 +306,8 @@ async fn protobuf_response(resp: Response) -> Response {
             parts.headers.remove(header::CONTENT_LENGTH);
             Response::from_parts(parts, Body::from(protobuf))
         }
-        Ok(Err(err)) => not_acceptable(err.to_string()),
-        Err(err) => error_response(&ApiError::new(500, "InternalError", err)),
+        Err(why) if parts.status.is_success() => not_acceptable(why),
+        Err(_) => Response::from_parts(parts, Body::from(bytes)),
     }
 }
 

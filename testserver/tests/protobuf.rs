@@ -186,4 +186,18 @@ async fn protobuf_only_get_answers_the_stored_object_in_protobuf() {
             "list"
         );
     }
+    // Errors are `Status` messages in protobuf, with the same code.
+    let only = [("Accept", PROTOBUF)];
+    let path = "/apis/apps/v1/namespaces/default/deployments/missing";
+    let (status, head, answer) = request(addr, "GET", path, &only, &[]).await;
+    assert_eq!(status, 404);
+    assert!(
+        head.contains(&format!("content-type: {PROTOBUF}")),
+        "{head}"
+    );
+    let (_, _, json_answer) = request(addr, "GET", path, &json, &[]).await;
+    assert_eq!(
+        kube_testserver::decode_protobuf(&answer).unwrap(),
+        serde_json::from_slice::<serde_json::Value>(&json_answer).unwrap()
+    );
 }
