@@ -1,5 +1,6 @@
-//! Request bodies in Kubernetes' protobuf encoding (`application/vnd.kubernetes.protobuf`), read
-//! into the JSON the store keeps.
+//! Kubernetes' protobuf encoding (`application/vnd.kubernetes.protobuf`): request bodies read
+//! into the JSON the store keeps, and answers written from it for clients that accept nothing
+//! else, both driven by one schema table.
 //!
 //! kubectl's typed clients (`create namespace`, `create quota`, `create deployment`, `create pdb`,
 //! `create configmap`, …) send protobuf, and client-go falls back to JSON only from CBOR, so the
@@ -12,7 +13,10 @@
 //! serde form is snake_case, not Kubernetes JSON. So the schema below covers the kinds kubectl's
 //! `create` subcommands send, with field numbers from upstream's `generated.proto`. A field the
 //! table lacks is refused with 400 naming it unless it holds a zero value: go-to-protobuf writes
-//! every non-pointer field, zero or not, and zero is what Go's JSON leaves out.
+//! every non-pointer field, zero or not, and zero is what Go's JSON leaves out. Writing is the
+//! inverse: a non-pointer field absent from the JSON is written as its zero, map entries sorted
+//! by key, so an object decoded from client-go's bytes encodes back to the same bytes; a JSON key
+//! the table lacks is an error, never dropped.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
