@@ -238,8 +238,15 @@ fn schema(message: &str) -> Option<&'static [F]> {
             F(1, "maxUnavailable", IntOrString, Always),
             F(2, "maxSurge", IntOrString, Always),
         ],
-        // Written by controllers, not by create: only zeros are expected here.
-        "DeploymentStatus" => &[],
+        // Conditions (6) and collisionCount (8) are left out: no controller here writes them.
+        "DeploymentStatus" => &[
+            F(1, "observedGeneration", Int, NonZero),
+            F(2, "replicas", Int, NonZero),
+            F(3, "updatedReplicas", Int, NonZero),
+            F(4, "availableReplicas", Int, NonZero),
+            F(5, "unavailableReplicas", Int, NonZero),
+            F(7, "readyReplicas", Int, NonZero),
+        ],
         "PodTemplateSpec" => &[
             F(1, "metadata", Msg("ObjectMeta"), NonZero),
             F(2, "spec", Msg("PodSpec"), NonZero),
@@ -252,6 +259,7 @@ fn schema(message: &str) -> Option<&'static [F]> {
             F(6, "dnsPolicy", Str, NonZero),
             F(7, "nodeSelector", StrMap, NonZero),
             F(8, "serviceAccountName", Str, NonZero),
+            F(9, "serviceAccount", Str, NonZero),
             F(10, "nodeName", Str, NonZero),
             F(11, "hostNetwork", Bool, NonZero),
             F(12, "hostPID", Bool, NonZero),
@@ -897,7 +905,12 @@ mod tests {
 
     #[test]
     fn encodes_the_bytes_client_go_writes() {
-        for body in [KUBECTL_PDB, KUBECTL_QUOTA, KUBECTL_NAMESPACE] {
+        for body in [
+            KUBECTL_PDB,
+            KUBECTL_QUOTA,
+            KUBECTL_NAMESPACE,
+            KUBECTL_DEPLOYMENT,
+        ] {
             let object = decode(body).unwrap();
             assert_eq!(encode(&object).unwrap(), body, "{object}");
         }
@@ -946,7 +959,8 @@ mod tests {
                     "strategy": { "type": "RollingUpdate",
                         "rollingUpdate": { "maxUnavailable": "25%", "maxSurge": 1 } },
                     "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600 },
-                "status": {} }),
+                "status": { "observedGeneration": 3, "replicas": 2, "updatedReplicas": 2,
+                    "availableReplicas": 1, "unavailableReplicas": 1, "readyReplicas": 1 } }),
             json!({ "apiVersion": "v1", "kind": "Secret", "metadata": meta("s"),
                 "data": { "k": "aGVsbG8=" }, "type": "Opaque" }),
             json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("c"),
