@@ -1,5 +1,6 @@
-//! Request bodies in Kubernetes' protobuf encoding (`application/vnd.kubernetes.protobuf`), read
-//! into the JSON the store keeps.
+//! Kubernetes' protobuf encoding (`application/vnd.kubernetes.protobuf`): request bodies read
+//! into the JSON the store keeps, and answers written from it for clients that accept nothing
+//! else, both driven by one schema table.
 //!
 //! kubectl's typed clients (`create namespace`, `create quota`, `create deployment`, `create pdb`,
 //! `create configmap`, …) send protobuf, and client-go falls back to JSON only from CBOR, so the
@@ -12,7 +13,10 @@
 //! serde form is snake_case, not Kubernetes JSON. So the schema below covers the kinds kubectl's
 //! `create` subcommands send, with field numbers from upstream's `generated.proto`. A field the
 //! table lacks is refused with 400 naming it unless it holds a zero value: go-to-protobuf writes
-//! every non-pointer field, zero or not, and zero is what Go's JSON leaves out.
+//! every non-pointer field, zero or not, and zero is what Go's JSON leaves out. Writing is the
+//! inverse: a non-pointer field absent from the JSON is written as its zero, map entries sorted
+//! by key, so an object decoded from client-go's bytes encodes back to the same bytes; a JSON key
+//! the table lacks is an error, never dropped.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -39,6 +43,10 @@ pub enum CodecError {
     UnknownField { message: &'static str, number: u64 },
     #[error("field {0} holds an invalid value")]
     Invalid(&'static str),
+    #[error("kube-testserver does not write {0} in protobuf")]
+    UnwritableKind(String),
+    #[error("kube-testserver does not write field {key} of {message} in protobuf")]
+    UnwritableField { message: &'static str, key: String },
 }
 
 /// Whether a `Content-Type` names the protobuf encoding.
@@ -46,8 +54,9 @@ pub(crate) fn is_protobuf(content_type: &str) -> bool {
     media_type(content_type) == PROTOBUF
 }
 
-/// Whether an `Accept` header allows protobuf but no JSON. The server answers only JSON, so such
-/// a client gets 406. kubectl's typed clients send `application/vnd.kubernetes.protobuf,application/json`.
+/// Whether an `Accept` header allows protobuf but no JSON: such a client is answered in protobuf
+/// when the table can write the answer, else 406. kubectl's typed clients send
+/// `application/vnd.kubernetes.protobuf,application/json` and get JSON.
 pub(crate) fn wants_protobuf_only(accept: &str) -> bool {
     let types: Vec<&str> = accept.split(',').map(media_type).collect();
     types.contains(&PROTOBUF)
@@ -75,6 +84,8 @@ enum Ty {
     QuantityMap,
     IntOrString,
     Time,
+    /// `FieldsV1` {raw = 1}: JSON text in protobuf, the object itself in JSON.
+    RawJson,
 }
 
 /// One field: number, JSON name, type, and how it is kept.
@@ -85,13 +96,15 @@ struct F(u64, &'static str, Ty, Keep);
 enum Keep {
     /// A non-pointer Go field: a zero value is left out, as Go's JSON does.
     NonZero,
-    /// A pointer (or a field without omitempty): zero is a value.
+    /// A pointer: zero is a value, absence is not written.
     Always,
+    /// A non-pointer Go field without omitempty: zero is a value, and absence is written as zero.
+    Required,
     /// A repeated field.
     List,
 }
 
-use Keep::{Always, List, NonZero};
+use Keep::{Always, List, NonZero, Required};
 use Ty::*;
 
 /// The schema of the messages the table covers, by name.
@@ -101,14 +114,33 @@ fn schema(message: &str) -> Option<&'static [F]> {
             F(1, "name", Str, NonZero),
             F(2, "generateName", Str, NonZero),
             F(3, "namespace", Str, NonZero),
+            F(4, "selfLink", Str, NonZero),
             F(5, "uid", Str, NonZero),
             F(6, "resourceVersion", Str, NonZero),
+            F(7, "generation", Int, NonZero),
             F(8, "creationTimestamp", Time, NonZero),
+            F(9, "deletionTimestamp", Time, Always),
             F(10, "deletionGracePeriodSeconds", Int, Always),
             F(11, "labels", StrMap, NonZero),
             F(12, "annotations", StrMap, NonZero),
             F(13, "ownerReferences", Msg("OwnerReference"), List),
             F(14, "finalizers", Str, List),
+            F(17, "managedFields", Msg("ManagedFieldsEntry"), List),
+        ],
+        "ManagedFieldsEntry" => &[
+            F(1, "manager", Str, NonZero),
+            F(2, "operation", Str, NonZero),
+            F(3, "apiVersion", Str, NonZero),
+            F(4, "time", Time, Always),
+            F(6, "fieldsType", Str, NonZero),
+            F(7, "fieldsV1", RawJson, Always),
+            F(8, "subresource", Str, NonZero),
+        ],
+        "ListMeta" => &[
+            F(1, "selfLink", Str, NonZero),
+            F(2, "resourceVersion", Str, NonZero),
+            F(3, "continue", Str, NonZero),
+            F(4, "remainingItemCount", Int, Always),
         ],
         "OwnerReference" => &[
             F(1, "kind", Str, NonZero),
@@ -206,8 +238,15 @@ fn schema(message: &str) -> Option<&'static [F]> {
             F(1, "maxUnavailable", IntOrString, Always),
             F(2, "maxSurge", IntOrString, Always),
         ],
-        // Written by controllers, not by create: only zeros are expected here.
-        "DeploymentStatus" => &[],
+        // Conditions (6) and collisionCount (8) are left out: no controller here writes them.
+        "DeploymentStatus" => &[
+            F(1, "observedGeneration", Int, NonZero),
+            F(2, "replicas", Int, NonZero),
+            F(3, "updatedReplicas", Int, NonZero),
+            F(4, "availableReplicas", Int, NonZero),
+            F(5, "unavailableReplicas", Int, NonZero),
+            F(7, "readyReplicas", Int, NonZero),
+        ],
         "PodTemplateSpec" => &[
             F(1, "metadata", Msg("ObjectMeta"), NonZero),
             F(2, "spec", Msg("PodSpec"), NonZero),
@@ -220,6 +259,7 @@ fn schema(message: &str) -> Option<&'static [F]> {
             F(6, "dnsPolicy", Str, NonZero),
             F(7, "nodeSelector", StrMap, NonZero),
             F(8, "serviceAccountName", Str, NonZero),
+            F(9, "serviceAccount", Str, NonZero),
             F(10, "nodeName", Str, NonZero),
             F(11, "hostNetwork", Bool, NonZero),
             F(12, "hostPID", Bool, NonZero),
@@ -277,7 +317,44 @@ fn schema(message: &str) -> Option<&'static [F]> {
             F(3, "maxUnavailable", IntOrString, Always),
             F(4, "unhealthyPodEvictionPolicy", Str, Always),
         ],
-        "PodDisruptionBudgetStatus" => &[],
+        "PodDisruptionBudgetStatus" => &[
+            F(1, "observedGeneration", Int, NonZero),
+            F(3, "currentHealthy", Int, Required),
+            F(4, "desiredHealthy", Int, Required),
+            F(5, "disruptionsAllowed", Int, Required),
+            F(6, "expectedPods", Int, Required),
+            F(7, "conditions", Msg("Condition"), List),
+        ],
+        "Condition" => &[
+            F(1, "type", Str, Required),
+            F(2, "status", Str, Required),
+            F(3, "observedGeneration", Int, NonZero),
+            F(4, "lastTransitionTime", Time, NonZero),
+            F(5, "reason", Str, Required),
+            F(6, "message", Str, Required),
+        ],
+        // `metav1.Status`, the body of error answers.
+        "Status" => &[
+            F(1, "metadata", Msg("ListMeta"), NonZero),
+            F(2, "status", Str, NonZero),
+            F(3, "message", Str, NonZero),
+            F(4, "reason", Str, NonZero),
+            F(5, "details", Msg("StatusDetails"), Always),
+            F(6, "code", Int, NonZero),
+        ],
+        "StatusDetails" => &[
+            F(1, "name", Str, NonZero),
+            F(2, "group", Str, NonZero),
+            F(3, "kind", Str, NonZero),
+            F(4, "causes", Msg("StatusCause"), List),
+            F(5, "retryAfterSeconds", Int, NonZero),
+            F(6, "uid", Str, NonZero),
+        ],
+        "StatusCause" => &[
+            F(1, "reason", Str, NonZero),
+            F(2, "message", Str, NonZero),
+            F(3, "field", Str, NonZero),
+        ],
         _ => return None,
     })
 }
@@ -293,6 +370,7 @@ fn kind_message(api_version: &str, kind: &str) -> Option<&'static str> {
         ("v1", "ResourceQuota") => "ResourceQuota",
         ("apps/v1", "Deployment") => "Deployment",
         ("policy/v1", "PodDisruptionBudget") => "PodDisruptionBudget",
+        ("v1", "Status") => "Status",
         _ => return None,
     })
 }
@@ -344,7 +422,7 @@ fn varint(buf: &mut &[u8]) -> Result<u64, CodecError> {
 }
 
 /// A protobuf request body as the JSON object the store takes, `apiVersion` and `kind` included.
-pub(crate) fn decode(body: &[u8]) -> Result<Value, CodecError> {
+pub fn decode(body: &[u8]) -> Result<Value, CodecError> {
     let frame = body.strip_prefix(MAGIC).ok_or(CodecError::NoMagic)?;
     let (mut type_meta, mut raw, mut encoding) = (&[][..], &[][..], &[][..]);
     for (number, value) in fields(frame)? {
@@ -408,6 +486,7 @@ fn message(name: &'static str, buf: &[u8]) -> Result<Value, CodecError> {
             (Msg(inner), Wire::Bytes(b)) => message(inner, b)?,
             (IntOrString, Wire::Bytes(b)) => int_or_string(b)?,
             (Time, Wire::Bytes(b)) => time(b)?,
+            (RawJson, Wire::Bytes(b)) => raw_json(b)?,
             (StrMap | BytesMap | QuantityMap, Wire::Bytes(b)) => {
                 let (k, v) = map_entry(ty, b)?;
                 if let Some(entries) = obj.entry(key).or_insert_with(|| json!({})).as_object_mut() {
@@ -502,6 +581,219 @@ fn time(buf: &[u8]) -> Result<Value, CodecError> {
     Ok(json!(ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()))
 }
 
+/// `FieldsV1` {raw = 1} as the JSON object its bytes hold.
+fn raw_json(buf: &[u8]) -> Result<Value, CodecError> {
+    for (number, wire) in fields(buf)? {
+        if let (1, Wire::Bytes(b)) = (number, wire) {
+            return serde_json::from_slice(b).map_err(|_| CodecError::Invalid("fieldsV1"));
+        }
+    }
+    Ok(json!({}))
+}
+
+/// An object from the store (or a list of one kind the table covers) as the protobuf answer
+/// client-go reads: the magic and a `runtime.Unknown` holding the object's message. The inverse
+/// of [`decode`]: go-to-protobuf writes every non-pointer field, zero or not, so a non-pointer
+/// field missing from the JSON is written as its zero; a key the table lacks is an error, never
+/// dropped.
+pub fn encode(object: &Value) -> Result<Vec<u8>, CodecError> {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let raw = if let Some(name) = kind_message(api_version, kind) {
+        encode_message(name, object, TYPE_META)?
+    } else if let Some(item) = kind
+        .strip_suffix("List")
+        .and_then(|item| kind_message(api_version, item))
+    {
+        encode_list(item, object)?
+    } else {
+        return Err(CodecError::UnwritableKind(format!("{api_version} {kind}")));
+    };
+    let mut type_meta = Vec::new();
+    put_bytes(&mut type_meta, 1, api_version.as_bytes());
+    put_bytes(&mut type_meta, 2, kind.as_bytes());
+    let mut out = MAGIC.to_vec();
+    put_bytes(&mut out, 1, &type_meta);
+    put_bytes(&mut out, 2, &raw);
+    // contentEncoding and contentType: empty, as the apiserver writes them.
+    put_bytes(&mut out, 3, b"");
+    put_bytes(&mut out, 4, b"");
+    Ok(out)
+}
+
+/// Whether [`encode`] can write objects (and lists) of a kind.
+pub(crate) fn encodes(api_version: &str, kind: &str) -> bool {
+    kind_message(api_version, kind).is_some()
+}
+
+/// The JSON keys the `runtime.Unknown` envelope carries instead of the message.
+const TYPE_META: &[&str] = &["apiVersion", "kind"];
+
+/// A `<Kind>List`: {metadata (ListMeta) = 1, items = 2}.
+fn encode_list(item: &'static str, list: &Value) -> Result<Vec<u8>, CodecError> {
+    let map = list.as_object().ok_or(CodecError::Invalid("list"))?;
+    if let Some(key) = map
+        .keys()
+        .find(|k| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "items"))
+    {
+        return Err(CodecError::UnwritableField {
+            message: "List",
+            key: key.clone(),
+        });
+    }
+    let mut out = Vec::new();
+    let meta = map.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    put_bytes(&mut out, 1, &encode_message("ListMeta", &meta, &[])?);
+    let items = match map.get("items") {
+        None | Some(Value::Null) => &[][..],
+        Some(items) => items.as_array().ok_or(CodecError::Invalid("items"))?,
+    };
+    for item_value in items {
+        put_bytes(&mut out, 2, &encode_message(item, item_value, TYPE_META)?);
+    }
+    Ok(out)
+}
+
+fn encode_message(name: &'static str, value: &Value, skip: &[&str]) -> Result<Vec<u8>, CodecError> {
+    let map = value.as_object().ok_or(CodecError::Invalid(name))?;
+    let schema = schema(name).unwrap_or_default();
+    if let Some(key) = map.iter().find_map(|(k, v)| {
+        let known = skip.contains(&k.as_str()) || schema.iter().any(|f| f.1 == k);
+        (!known && !v.is_null()).then_some(k)
+    }) {
+        return Err(CodecError::UnwritableField {
+            message: name,
+            key: key.clone(),
+        });
+    }
+    let mut fields: Vec<F> = schema.to_vec();
+    fields.sort_by_key(|f| f.0);
+    let mut out = Vec::new();
+    for F(number, key, ty, keep) in fields {
+        match map.get(key) {
+            None | Some(Value::Null) if matches!(keep, NonZero | Required) => {
+                put_zero(&mut out, number, ty)
+            }
+            None | Some(Value::Null) => {}
+            Some(items) if keep == List => {
+                for item in items.as_array().ok_or(CodecError::Invalid(key))? {
+                    put_value(&mut out, number, key, ty, item)?;
+                }
+            }
+            Some(value) => put_value(&mut out, number, key, ty, value)?,
+        }
+    }
+    Ok(out)
+}
+
+/// A non-pointer field Go writes though it is zero; empty maps are not written at all.
+fn put_zero(out: &mut Vec<u8>, number: u64, ty: Ty) {
+    match ty {
+        Int | Bool => put_varint(out, number, 0),
+        Str | Msg(_) | Time => put_bytes(out, number, b""),
+        IntOrString => put_bytes(out, number, &int_or_string_message(false, 0, "")),
+        StrMap | BytesMap | QuantityMap | RawJson => {}
+    }
+}
+
+fn put_value(
+    out: &mut Vec<u8>,
+    number: u64,
+    key: &'static str,
+    ty: Ty,
+    value: &Value,
+) -> Result<(), CodecError> {
+    let invalid = || CodecError::Invalid(key);
+    match ty {
+        Str => put_bytes(out, number, value.as_str().ok_or_else(invalid)?.as_bytes()),
+        // Negative int32/int64 values are ten-byte varints, as Go writes them.
+        Int => put_varint(out, number, value.as_i64().ok_or_else(invalid)? as u64),
+        Bool => put_varint(out, number, u64::from(value.as_bool().ok_or_else(invalid)?)),
+        Msg(inner) => put_bytes(out, number, &encode_message(inner, value, &[])?),
+        StrMap | BytesMap | QuantityMap => {
+            let map = value.as_object().ok_or_else(invalid)?;
+            // Go writes map entries sorted by key.
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            for k in keys {
+                let text = map[k].as_str().ok_or_else(invalid)?;
+                let mut entry = Vec::new();
+                put_bytes(&mut entry, 1, k.as_bytes());
+                match ty {
+                    BytesMap => {
+                        let bytes = BASE64.decode(text).map_err(|_| invalid())?;
+                        put_bytes(&mut entry, 2, &bytes);
+                    }
+                    QuantityMap => {
+                        let mut quantity = Vec::new();
+                        put_bytes(&mut quantity, 1, text.as_bytes());
+                        put_bytes(&mut entry, 2, &quantity);
+                    }
+                    _ => put_bytes(&mut entry, 2, text.as_bytes()),
+                }
+                put_bytes(out, number, &entry);
+            }
+        }
+        IntOrString => {
+            let message = match (value.as_i64(), value.as_str()) {
+                (Some(n), _) => {
+                    int_or_string_message(false, i32::try_from(n).map_err(|_| invalid())?, "")
+                }
+                (_, Some(text)) => int_or_string_message(true, 0, text),
+                _ => return Err(invalid()),
+            };
+            put_bytes(out, number, &message);
+        }
+        Time => {
+            let text = value.as_str().ok_or_else(invalid)?;
+            let ts: jiff::Timestamp = text.parse().map_err(|_| invalid())?;
+            // `Timestamp` {seconds = 1, nanos = 2}, both always written.
+            let mut message = Vec::new();
+            put_varint(&mut message, 1, ts.as_second() as u64);
+            put_varint(&mut message, 2, i64::from(ts.subsec_nanosecond()) as u64);
+            put_bytes(out, number, &message);
+        }
+        RawJson => {
+            let mut message = Vec::new();
+            put_bytes(&mut message, 1, value.to_string().as_bytes());
+            put_bytes(out, number, &message);
+        }
+    }
+    Ok(())
+}
+
+/// `intstr.IntOrString` {type = 1, intVal = 2, strVal = 3}, all three always written.
+fn int_or_string_message(is_string: bool, int: i32, text: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_varint(&mut out, 1, u64::from(is_string));
+    put_varint(&mut out, 2, i64::from(int) as u64);
+    put_bytes(&mut out, 3, text.as_bytes());
+    out
+}
+
+fn put_key(out: &mut Vec<u8>, number: u64, wire_type: u64) {
+    push_varint(out, (number << 3) | wire_type);
+}
+
+fn put_varint(out: &mut Vec<u8>, number: u64, value: u64) {
+    put_key(out, number, 0);
+    push_varint(out, value);
+}
+
+fn put_bytes(out: &mut Vec<u8>, number: u64, bytes: &[u8]) {
+    put_key(out, number, 2);
+    push_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+fn push_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -542,7 +834,8 @@ mod tests {
                 "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                 "metadata": { "name": "web", "namespace": "demo" },
                 "spec": { "minAvailable": 1, "selector": { "matchLabels": { "app": "web" } } },
-                "status": {},
+                "status": { "currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0,
+                    "expectedPods": 0 },
             })
         );
         assert_eq!(
@@ -605,5 +898,134 @@ mod tests {
         );
         // …unless it carries nothing.
         assert_eq!(message("PodSpec", b"\n\x00").unwrap(), json!({}));
+    }
+
+    /// `kubectl create namespace demo`.
+    const KUBECTL_NAMESPACE: &[u8] = b"k8s\x00\n\x0f\n\x02v1\x12\tNamespace\x12\x1c\n\x14\n\x04demo\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00\x12\x00\x1a\x02\n\x00\x1a\x00\"\x00";
+
+    #[test]
+    fn encodes_the_bytes_client_go_writes() {
+        for body in [
+            KUBECTL_PDB,
+            KUBECTL_QUOTA,
+            KUBECTL_NAMESPACE,
+            KUBECTL_DEPLOYMENT,
+        ] {
+            let object = decode(body).unwrap();
+            assert_eq!(encode(&object).unwrap(), body, "{object}");
+        }
+    }
+
+    /// Objects as the store keeps them after create, status updates and apply.
+    fn stored_objects() -> Vec<Value> {
+        let meta = |name: &str| {
+            json!({
+                "name": name, "namespace": "demo", "uid": "6f1c2d3e-0000-4000-8000-000000000001",
+                "resourceVersion": "42", "generation": 3,
+                "creationTimestamp": "2026-01-02T03:04:05Z",
+                "labels": { "app": "web", "tier": "front" },
+                "annotations": { "note": "x" },
+                "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1",
+                    "uid": "u-1", "controller": true, "blockOwnerDeletion": true }],
+                "finalizers": ["example.com/keep"],
+                "managedFields": [{ "manager": "kubectl", "operation": "Apply", "apiVersion": "v1",
+                    "time": "2026-01-02T03:04:05Z", "fieldsType": "FieldsV1",
+                    "fieldsV1": { "f:metadata": { "f:labels": { "f:app": {} } } } }],
+            })
+        };
+        vec![
+            json!({ "apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta("q"),
+                "spec": { "hard": { "pods": "3", "requests.cpu": "1500m", "requests.memory": "1536Mi" },
+                    "scopeSelector": { "matchExpressions": [{ "scopeName": "PriorityClass",
+                        "operator": "In", "values": ["high"] }] } },
+                "status": { "hard": { "pods": "3" }, "used": { "pods": "0", "requests.cpu": "250m" } } }),
+            json!({ "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta("web"),
+                "spec": { "maxUnavailable": "50%", "selector": { "matchExpressions": [{ "key": "app",
+                    "operator": "In", "values": ["web", "api"] }] },
+                    "unhealthyPodEvictionPolicy": "AlwaysAllow" },
+                "status": { "observedGeneration": 3, "currentHealthy": 2, "desiredHealthy": 1,
+                    "disruptionsAllowed": 1, "expectedPods": 3,
+                    "conditions": [{ "type": "DisruptionAllowed", "status": "True", "observedGeneration": 3,
+                        "lastTransitionTime": "2026-01-02T03:04:06Z", "reason": "SufficientPods",
+                        "message": "" }] } }),
+            json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta("web"),
+                "spec": { "replicas": 0, "selector": { "matchLabels": { "app": "web" } },
+                    "template": { "metadata": { "labels": { "app": "web" } },
+                        "spec": { "containers": [{ "name": "pause", "image": "pause", "args": ["-v"],
+                            "ports": [{ "containerPort": 80, "protocol": "TCP" }],
+                            "env": [{ "name": "A", "value": "b" }],
+                            "resources": { "limits": { "cpu": "2" }, "requests": { "cpu": "500m" } } }],
+                            "restartPolicy": "Always", "terminationGracePeriodSeconds": 30 } },
+                    "strategy": { "type": "RollingUpdate",
+                        "rollingUpdate": { "maxUnavailable": "25%", "maxSurge": 1 } },
+                    "revisionHistoryLimit": 10, "progressDeadlineSeconds": 600 },
+                "status": { "observedGeneration": 3, "replicas": 2, "updatedReplicas": 2,
+                    "availableReplicas": 1, "unavailableReplicas": 1, "readyReplicas": 1 } }),
+            json!({ "apiVersion": "v1", "kind": "Secret", "metadata": meta("s"),
+                "data": { "k": "aGVsbG8=" }, "type": "Opaque" }),
+            json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("c"),
+                "data": { "a": "1" }, "immutable": false }),
+        ]
+    }
+
+    #[test]
+    fn round_trips_stored_objects() {
+        for object in stored_objects() {
+            let bytes = encode(&object).unwrap();
+            assert_eq!(decode(&bytes).unwrap(), object);
+        }
+    }
+
+    #[test]
+    fn lists_hold_list_meta_and_items() {
+        let items = stored_objects();
+        let list = json!({ "apiVersion": "v1", "kind": "ResourceQuotaList",
+            "metadata": { "resourceVersion": "7" }, "items": [items[0]] });
+        let bytes = encode(&list).unwrap();
+        let frame = bytes.strip_prefix(MAGIC).unwrap();
+        let raw = fields(frame)
+            .unwrap()
+            .into_iter()
+            .find(|f| f.0 == 2)
+            .unwrap()
+            .1;
+        let Wire::Bytes(raw) = raw else {
+            panic!("raw is bytes")
+        };
+        let parts = fields(raw).unwrap();
+        let [(1, Wire::Bytes(meta)), (2, Wire::Bytes(item))] = parts.as_slice() else {
+            panic!("ListMeta then one item");
+        };
+        assert_eq!(
+            message("ListMeta", meta).unwrap(),
+            json!({ "resourceVersion": "7" })
+        );
+        let mut item_value = message("ResourceQuota", item).unwrap();
+        item_value["apiVersion"] = json!("v1");
+        item_value["kind"] = json!("ResourceQuota");
+        assert_eq!(item_value, items[0]);
+    }
+
+    #[test]
+    fn what_the_table_cannot_write_is_an_error() {
+        let mut quota = stored_objects().swap_remove(0);
+        quota["spec"]["unknownField"] = json!(1);
+        assert_eq!(
+            encode(&quota),
+            Err(CodecError::UnwritableField {
+                message: "ResourceQuotaSpec",
+                key: "unknownField".into()
+            })
+        );
+        assert_eq!(
+            encode(&json!({ "apiVersion": "v1", "kind": "Node", "metadata": {} })),
+            Err(CodecError::UnwritableKind("v1 Node".into()))
+        );
+        assert_eq!(
+            encode(
+                &json!({ "apiVersion": "v1", "kind": "Secret", "data": { "k": "not base64!" } })
+            ),
+            Err(CodecError::Invalid("data"))
+        );
     }
 }

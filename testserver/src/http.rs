@@ -259,12 +259,10 @@ async fn handle(
             error_response(&err)
         }
         (None, Err(reason)) => error_response(&ApiError::forbidden(reason)),
-        // Answers are JSON only; kubectl and client-go always accept it.
-        (None, Ok(())) if protobuf_only => error_response(&ApiError::new(
-            406,
-            "NotAcceptable",
-            "only the following media types are accepted: application/json",
-        )),
+        // Checked before dispatch so that a write is not made when its answer cannot be sent.
+        (None, Ok(())) if protobuf_only && !protobuf_answerable(&shared, &route, &info) => {
+            not_acceptable("this request is answered only in application/json".into())
+        }
         (None, Ok(())) => {
             let ctx = RequestContext {
                 shared: &shared,
@@ -276,9 +274,14 @@ async fn handle(
                 body: parsed_body.as_ref(),
                 body_error: body_error.as_deref(),
             };
-            match dispatch(&ctx, route, &info) {
+            let resp = match dispatch(&ctx, route, &info) {
                 Ok(resp) => resp,
                 Err(err) => error_response(&err),
+            };
+            if protobuf_only {
+                protobuf_response(resp).await
+            } else {
+                resp
             }
         }
     };
@@ -304,6 +307,53 @@ async fn handle(
         at: Instant::now(),
     });
     response
+}
+
+fn not_acceptable(why: String) -> Response {
+    error_response(&ApiError::new(
+        406,
+        "NotAcceptable",
+        format!("only the following media types are accepted: application/json: {why}"),
+    ))
+}
+
+/// Whether a protobuf-only client can be answered: objects and lists (main resource or status)
+/// of a kind the codec writes. Watch streams, scale, discovery and other kinds stay JSON only.
+fn protobuf_answerable(shared: &Shared, route: &Route, info: &RequestInfo) -> bool {
+    let Route::Resource(path) = route else {
+        return false;
+    };
+    info.verb != "watch"
+        && matches!(path.subresource.as_deref(), None | Some("status"))
+        && shared
+            .store
+            .resource_type(&path.group, &path.resource)
+            .is_some_and(|rt| codec::encodes(&rt.api_version(), &rt.kind))
+}
+
+/// A JSON answer re-encoded in protobuf, error `Status` answers included (same code). A success
+/// the codec cannot write becomes 406 naming what it lacks; an error it cannot write stays JSON.
+async fn protobuf_response(resp: Response) -> Response {
+    let (mut parts, body) = resp.into_parts();
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(err) => return error_response(&ApiError::new(500, "InternalError", err.to_string())),
+    };
+    let encoded = serde_json::from_slice::<Value>(&bytes)
+        .map_err(|err| err.to_string())
+        .and_then(|value| codec::encode(&value).map_err(|err| err.to_string()));
+    match encoded {
+        Ok(protobuf) => {
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(codec::PROTOBUF),
+            );
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(protobuf))
+        }
+        Err(why) if parts.status.is_success() => not_acceptable(why),
+        Err(_) => Response::from_parts(parts, Body::from(bytes)),
+    }
 }
 
 struct RequestContext<'a> {

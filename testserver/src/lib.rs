@@ -25,6 +25,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+pub use codec::{CodecError, decode as decode_protobuf, encode as encode_protobuf};
 pub use error::ApiError;
 pub use faults::{Authorizer, Fault, Faults, RequestInfo, RequestRecord};
 pub use resources::{ResourceType, ScalePaths, ScaleSelector};
