@@ -9,6 +9,7 @@
 //! needs more of an object than its view holds patches, or reads the object first.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use k8s_openapi::api::core::v1::{
     PodAffinity, PodAntiAffinity, PodExtendedResourceClaimStatus, PodResourceClaim,
@@ -84,6 +85,102 @@ fn kept_pod_conditions<'de, D: Deserializer<'de>>(
     }))
 }
 
+/// A resource list (`cpu: 100m`, ...) as a sorted boxed slice rather than a `BTreeMap`: a
+/// map allocates a whole B-tree leaf (about 550 bytes) even for one entry, and a pod holds up
+/// to seven such lists. Read by name with [`ResourceMap::get`] or in name order with
+/// [`ResourceMap::iter`]; a name given twice keeps its last value, as a map would.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ResourceMap(Box<[(Box<str>, Quantity)]>);
+
+impl ResourceMap {
+    pub fn get(&self, name: &str) -> Option<&Quantity> {
+        self.0
+            .binary_search_by(|(k, _)| k.as_ref().cmp(name))
+            .ok()
+            .map(|i| &self.0[i].1)
+    }
+
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Entries in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Quantity)> {
+        self.into_iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<K: Into<Box<str>>> FromIterator<(K, Quantity)> for ResourceMap {
+    fn from_iter<I: IntoIterator<Item = (K, Quantity)>>(entries: I) -> Self {
+        let mut list: Vec<(Box<str>, Quantity)> =
+            entries.into_iter().map(|(k, v)| (k.into(), v)).collect();
+        // Stable sort, then keep the last of equal names: a map's last-insert-wins.
+        list.sort_by(|a, b| a.0.cmp(&b.0));
+        list.reverse();
+        list.dedup_by(|later, kept| later.0 == kept.0);
+        list.reverse();
+        Self(list.into_boxed_slice())
+    }
+}
+
+impl<'a> IntoIterator for &'a ResourceMap {
+    type Item = (&'a str, &'a Quantity);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (Box<str>, Quantity)>,
+        fn(&'a (Box<str>, Quantity)) -> (&'a str, &'a Quantity),
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(k, v)| (k.as_ref(), v))
+    }
+}
+
+impl std::ops::Index<&str> for ResourceMap {
+    type Output = Quantity;
+
+    /// As a map's index: panics when `name` is absent (for tests; code uses `get`).
+    fn index(&self, name: &str) -> &Quantity {
+        self.get(name).expect("resource name in list")
+    }
+}
+
+impl<'de> Deserialize<'de> for ResourceMap {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = ResourceMap;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of resource names to quantities")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<ResourceMap, A::Error> {
+                let mut list = Vec::with_capacity(map.size_hint().unwrap_or(0));
+                while let Some(entry) = map.next_entry::<Box<str>, Quantity>()? {
+                    list.push(entry);
+                }
+                Ok(list.into_iter().collect())
+            }
+        }
+        d.deserialize_map(Entries)
+    }
+}
+
+impl Serialize for ResourceMap {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
 /// A pod as the quota, disruption and resourceclaim controllers read it.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct Pod {
@@ -131,7 +228,7 @@ pub struct PodSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub overhead: Option<BTreeMap<String, Quantity>>,
+    pub overhead: Option<ResourceMap>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -166,9 +263,9 @@ pub struct Container {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct ResourceRequirements {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub limits: Option<BTreeMap<String, Quantity>>,
+    pub limits: Option<ResourceMap>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub requests: Option<BTreeMap<String, Quantity>>,
+    pub requests: Option<ResourceMap>,
 }
 
 /// `status`: phase and QoS, the kept conditions, in-place resize resources, claim statuses.
@@ -200,7 +297,7 @@ pub struct PodStatus {
 #[serde(rename_all = "camelCase")]
 pub struct ContainerStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub allocated_resources: Option<BTreeMap<String, Quantity>>,
+    pub allocated_resources: Option<ResourceMap>,
     #[serde(default)]
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -367,6 +464,22 @@ mod tests {
                 .map(|s| s.resource_claim_name.as_str()),
             Some("ext")
         );
+    }
+
+    #[test]
+    fn a_resource_list_reads_by_name_in_name_order_and_the_last_duplicate_wins() {
+        let list: ResourceMap =
+            serde_json::from_str(r#"{"memory": "1Gi", "cpu": "1", "cpu": "2", "a/b": "3"}"#)
+                .expect("list");
+        let names: Vec<&str> = list.iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["a/b", "cpu", "memory"]);
+        assert_eq!(list.get("cpu").map(|q| q.0.as_str()), Some("2"));
+        assert_eq!(list.get("gpu"), None);
+        assert_eq!(
+            serde_json::to_string(&list).expect("json"),
+            r#"{"a/b":"3","cpu":"2","memory":"1Gi"}"#
+        );
+        assert!(serde_json::from_str::<ResourceMap>(r#"{"cpu": []}"#).is_err());
     }
 
     #[test]
