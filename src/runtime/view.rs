@@ -19,20 +19,14 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Deserializer, Serialize};
 
-/// The annotation `kubectl apply` leaves on objects; large and never read by controllers.
-pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-/// `metadata` without `managedFields` and `selfLink`, and without the last-applied
-/// annotation: the wire shape of [`compact_meta`].
+/// A pod's `metadata` as controllers read it: without `managedFields` and `selfLink` (often
+/// most of an object's bytes), and without what no controller reads of a pod: annotations
+/// (kubectl's last-applied one among them), finalizers, generateName, creationTimestamp.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct MetaWire {
-    annotations: Option<BTreeMap<String, String>>,
-    creation_timestamp: Option<Time>,
     deletion_grace_period_seconds: Option<i64>,
     deletion_timestamp: Option<Time>,
-    finalizers: Option<Vec<String>>,
-    generate_name: Option<String>,
     generation: Option<i64>,
     labels: Option<BTreeMap<String, String>>,
     name: Option<String>,
@@ -42,22 +36,14 @@ struct MetaWire {
     uid: Option<String>,
 }
 
-/// Deserializes `metadata` skipping `managedFields` (often most of an object's bytes) and
-/// dropping the last-applied annotation. kube's watcher and `Api` need an [`ObjectMeta`]
-/// (`kube::Resource::meta`), so this is the one k8s-openapi type a view keeps whole.
+/// Deserializes a pod's `metadata` keeping only [`MetaWire`]'s fields. kube's watcher and
+/// `Api` need an [`ObjectMeta`] (`kube::Resource::meta`), so this is the one k8s-openapi type
+/// a view keeps whole; the fields left out stay `None`.
 pub fn compact_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     let wire = MetaWire::deserialize(d)?;
-    let annotations = wire.annotations.map(|mut a| {
-        a.remove(LAST_APPLIED);
-        a
-    });
     Ok(ObjectMeta {
-        annotations,
-        creation_timestamp: wire.creation_timestamp,
         deletion_grace_period_seconds: wire.deletion_grace_period_seconds,
         deletion_timestamp: wire.deletion_timestamp,
-        finalizers: wire.finalizers,
-        generate_name: wire.generate_name,
         generation: wire.generation,
         labels: wire.labels,
         name: wire.name,
@@ -65,8 +51,7 @@ pub fn compact_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Er
         owner_references: wire.owner_references,
         resource_version: wire.resource_version,
         uid: wire.uid,
-        managed_fields: None,
-        self_link: None,
+        ..ObjectMeta::default()
     })
 }
 
@@ -401,9 +386,13 @@ mod tests {
             Some(BTreeMap::from([("app".into(), "a".into())]))
         );
         assert_eq!(
-            meta.annotations,
-            Some(BTreeMap::from([("keep".into(), "me".into())])),
-            "last-applied dropped"
+            (
+                &meta.annotations,
+                &meta.generate_name,
+                &meta.creation_timestamp
+            ),
+            (&None, &None, &None),
+            "no controller reads a pod's annotations, generateName or creationTimestamp"
         );
         assert_eq!(meta.owner_references.as_ref().map(Vec::len), Some(1));
         assert_eq!((&meta.managed_fields, &meta.self_link), (&None, &None));
