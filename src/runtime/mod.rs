@@ -10,6 +10,7 @@ pub mod golang;
 pub mod http;
 pub mod index;
 pub mod informer;
+pub mod intern;
 pub mod leader;
 pub mod metrics;
 pub mod mutation;

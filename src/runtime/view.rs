@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     PodAffinity, PodAntiAffinity, PodExtendedResourceClaimStatus, PodResourceClaim,
@@ -18,6 +19,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Deserializer, Serialize};
+
+use super::intern::intern;
 
 /// A pod's `metadata` as controllers read it: without `managedFields` and `selfLink` (often
 /// most of an object's bytes), and without what no controller reads of a pod: annotations
@@ -73,9 +76,10 @@ fn kept_pod_conditions<'de, D: Deserializer<'de>>(
 /// A resource list (`cpu: 100m`, ...) as a sorted boxed slice rather than a `BTreeMap`: a
 /// map allocates a whole B-tree leaf (about 550 bytes) even for one entry, and a pod holds up
 /// to seven such lists. Read by name with [`ResourceMap::get`] or in name order with
-/// [`ResourceMap::iter`]; a name given twice keeps its last value, as a map would.
+/// [`ResourceMap::iter`]; a name given twice keeps its last value, as a map would. Names are
+/// interned: every pod's `cpu` is one shared string.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct ResourceMap(Box<[(Box<str>, Quantity)]>);
+pub struct ResourceMap(Box<[(Arc<str>, Quantity)]>);
 
 impl ResourceMap {
     pub fn get(&self, name: &str) -> Option<&Quantity> {
@@ -103,10 +107,12 @@ impl ResourceMap {
     }
 }
 
-impl<K: Into<Box<str>>> FromIterator<(K, Quantity)> for ResourceMap {
+impl<K: AsRef<str>> FromIterator<(K, Quantity)> for ResourceMap {
     fn from_iter<I: IntoIterator<Item = (K, Quantity)>>(entries: I) -> Self {
-        let mut list: Vec<(Box<str>, Quantity)> =
-            entries.into_iter().map(|(k, v)| (k.into(), v)).collect();
+        let mut list: Vec<(Arc<str>, Quantity)> = entries
+            .into_iter()
+            .map(|(k, v)| (intern(k.as_ref()), v))
+            .collect();
         // Stable sort, then keep the last of equal names: a map's last-insert-wins.
         list.sort_by(|a, b| a.0.cmp(&b.0));
         list.reverse();
@@ -119,8 +125,8 @@ impl<K: Into<Box<str>>> FromIterator<(K, Quantity)> for ResourceMap {
 impl<'a> IntoIterator for &'a ResourceMap {
     type Item = (&'a str, &'a Quantity);
     type IntoIter = std::iter::Map<
-        std::slice::Iter<'a, (Box<str>, Quantity)>,
-        fn(&'a (Box<str>, Quantity)) -> (&'a str, &'a Quantity),
+        std::slice::Iter<'a, (Arc<str>, Quantity)>,
+        fn(&'a (Arc<str>, Quantity)) -> (&'a str, &'a Quantity),
     >;
 
     fn into_iter(self) -> Self::IntoIter {
@@ -150,7 +156,7 @@ impl<'de> Deserialize<'de> for ResourceMap {
                 mut map: A,
             ) -> Result<ResourceMap, A::Error> {
                 let mut list = Vec::with_capacity(map.size_hint().unwrap_or(0));
-                while let Some(entry) = map.next_entry::<Box<str>, Quantity>()? {
+                while let Some(entry) = map.next_entry::<String, Quantity>()? {
                     list.push(entry);
                 }
                 Ok(list.into_iter().collect())
