@@ -34,6 +34,7 @@ struct MetaWire {
     labels: Option<BTreeMap<String, String>>,
     name: Option<String>,
     namespace: Option<String>,
+    #[serde(default, deserialize_with = "shrunk_opt")]
     owner_references: Option<Vec<OwnerReference>>,
     resource_version: Option<String>,
     uid: Option<String>,
@@ -61,6 +62,25 @@ pub fn compact_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Er
 /// The pod conditions some controller reads: readiness and DisruptionTarget (disruption),
 /// PodResizePending (quota). The others (scheduled, initialized, ...) are dropped.
 const KEPT_POD_CONDITIONS: [&str; 3] = ["Ready", "DisruptionTarget", "PodResizePending"];
+
+/// A list without spare capacity: serde grows a `Vec` as it reads (to room for 4 entries at
+/// the first), and a pod's lists (containers, statuses, owner references) mostly hold one.
+fn shrunk<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    let mut list = Vec::<T>::deserialize(d)?;
+    list.shrink_to_fit();
+    Ok(list)
+}
+
+/// [`shrunk`], for a list that may be missing or null.
+fn shrunk_opt<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Vec<T>>, D::Error> {
+    let list = Option::<Vec<T>>::deserialize(d)?;
+    Ok(list.map(|mut list| {
+        list.shrink_to_fit();
+        list
+    }))
+}
 
 fn kept_pod_conditions<'de, D: Deserializer<'de>>(
     d: D,
@@ -212,9 +232,13 @@ pub struct PodSpec {
     pub active_deadline_seconds: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Affinity>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "shrunk")]
     pub containers: Vec<Container>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "shrunk_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub init_containers: Option<Vec<Container>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
@@ -222,7 +246,11 @@ pub struct PodSpec {
     pub overhead: Option<ResourceMap>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "shrunk_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub resource_claims: Option<Vec<PodResourceClaim>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
@@ -269,17 +297,29 @@ pub struct PodStatus {
         skip_serializing_if = "Option::is_none"
     )]
     pub conditions: Option<Vec<PodCondition>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "shrunk_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub container_statuses: Option<Vec<ContainerStatus>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extended_resource_claim_status: Option<PodExtendedResourceClaimStatus>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "shrunk_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub init_container_statuses: Option<Vec<ContainerStatus>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub qos_class: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "shrunk_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub resource_claim_statuses: Option<Vec<PodResourceClaimStatus>>,
 }
 
