@@ -71,6 +71,15 @@ fn shrunk<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>
     Ok(list)
 }
 
+/// A string most pods share (phase, QoS class, node, priority class), held once per process.
+fn interned_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Arc<str>>, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.map(|s| intern(&s)))
+}
+
+fn str_opt<S: serde::Serializer>(value: &Option<Arc<str>>, s: S) -> Result<S::Ok, S::Error> {
+    value.as_deref().serialize(s)
+}
+
 /// [`shrunk`], for a list that may be missing or null.
 fn shrunk_opt<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     d: D,
@@ -240,12 +249,22 @@ pub struct PodSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub init_containers: Option<Vec<Container>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node_name: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "interned_opt",
+        serialize_with = "str_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub node_name: Option<Arc<str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overhead: Option<ResourceMap>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub priority_class_name: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "interned_opt",
+        serialize_with = "str_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub priority_class_name: Option<Arc<str>>,
     #[serde(
         default,
         deserialize_with = "shrunk_opt",
@@ -311,10 +330,20 @@ pub struct PodStatus {
         skip_serializing_if = "Option::is_none"
     )]
     pub init_container_statuses: Option<Vec<ContainerStatus>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub qos_class: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "interned_opt",
+        serialize_with = "str_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub phase: Option<Arc<str>>,
+    #[serde(
+        default,
+        deserialize_with = "interned_opt",
+        serialize_with = "str_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub qos_class: Option<Arc<str>>,
     #[serde(
         default,
         deserialize_with = "shrunk_opt",
