@@ -240,7 +240,8 @@ pub struct PodSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub active_deadline_seconds: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub affinity: Option<Affinity>,
+    /// Boxed, as most pods have none: 8 bytes in every pod rather than about 100.
+    pub affinity: Option<Box<Affinity>>,
     #[serde(default, deserialize_with = "shrunk")]
     pub containers: Vec<Container>,
     #[serde(
@@ -323,7 +324,8 @@ pub struct PodStatus {
     )]
     pub container_statuses: Option<Vec<ContainerStatus>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub extended_resource_claim_status: Option<PodExtendedResourceClaimStatus>,
+    /// Boxed, as most pods have none.
+    pub extended_resource_claim_status: Option<Box<PodExtendedResourceClaimStatus>>,
     #[serde(
         default,
         deserialize_with = "shrunk_opt",
