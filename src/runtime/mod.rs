@@ -9,6 +9,7 @@ pub mod events;
 pub mod golang;
 pub mod index;
 pub mod informer;
+pub mod intern;
 pub mod leader;
 pub mod metrics;
 pub mod mutation;

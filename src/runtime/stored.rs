@@ -19,7 +19,10 @@ use kube::Resource;
 use kube::core::PartialObjectMeta;
 use serde::de::DeserializeOwned;
 
-use super::view::{self, LAST_APPLIED};
+use super::view;
+
+/// The annotation `kubectl apply` leaves on objects; large and never read by controllers.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// A type that can live in a shared store, with the shape it is stored in.
 pub trait Stored:

@@ -9,6 +9,8 @@
 //! needs more of an object than its view holds patches, or reads the object first.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     PodAffinity, PodAntiAffinity, PodExtendedResourceClaimStatus, PodResourceClaim,
@@ -18,45 +20,34 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Deserializer, Serialize};
 
-/// The annotation `kubectl apply` leaves on objects; large and never read by controllers.
-pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+use super::intern::intern;
 
-/// `metadata` without `managedFields` and `selfLink`, and without the last-applied
-/// annotation: the wire shape of [`compact_meta`].
+/// A pod's `metadata` as controllers read it: without `managedFields` and `selfLink` (often
+/// most of an object's bytes), and without what no controller reads of a pod: annotations
+/// (kubectl's last-applied one among them), finalizers, generateName, creationTimestamp.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct MetaWire {
-    annotations: Option<BTreeMap<String, String>>,
-    creation_timestamp: Option<Time>,
     deletion_grace_period_seconds: Option<i64>,
     deletion_timestamp: Option<Time>,
-    finalizers: Option<Vec<String>>,
-    generate_name: Option<String>,
     generation: Option<i64>,
     labels: Option<BTreeMap<String, String>>,
     name: Option<String>,
     namespace: Option<String>,
+    #[serde(default, deserialize_with = "shrunk_opt")]
     owner_references: Option<Vec<OwnerReference>>,
     resource_version: Option<String>,
     uid: Option<String>,
 }
 
-/// Deserializes `metadata` skipping `managedFields` (often most of an object's bytes) and
-/// dropping the last-applied annotation. kube's watcher and `Api` need an [`ObjectMeta`]
-/// (`kube::Resource::meta`), so this is the one k8s-openapi type a view keeps whole.
+/// Deserializes a pod's `metadata` keeping only [`MetaWire`]'s fields. kube's watcher and
+/// `Api` need an [`ObjectMeta`] (`kube::Resource::meta`), so this is the one k8s-openapi type
+/// a view keeps whole; the fields left out stay `None`.
 pub fn compact_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     let wire = MetaWire::deserialize(d)?;
-    let annotations = wire.annotations.map(|mut a| {
-        a.remove(LAST_APPLIED);
-        a
-    });
     Ok(ObjectMeta {
-        annotations,
-        creation_timestamp: wire.creation_timestamp,
         deletion_grace_period_seconds: wire.deletion_grace_period_seconds,
         deletion_timestamp: wire.deletion_timestamp,
-        finalizers: wire.finalizers,
-        generate_name: wire.generate_name,
         generation: wire.generation,
         labels: wire.labels,
         name: wire.name,
@@ -64,14 +55,41 @@ pub fn compact_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Er
         owner_references: wire.owner_references,
         resource_version: wire.resource_version,
         uid: wire.uid,
-        managed_fields: None,
-        self_link: None,
+        ..ObjectMeta::default()
     })
 }
 
 /// The pod conditions some controller reads: readiness and DisruptionTarget (disruption),
 /// PodResizePending (quota). The others (scheduled, initialized, ...) are dropped.
 const KEPT_POD_CONDITIONS: [&str; 3] = ["Ready", "DisruptionTarget", "PodResizePending"];
+
+/// A list without spare capacity: serde grows a `Vec` as it reads (to room for 4 entries at
+/// the first), and a pod's lists (containers, statuses, owner references) mostly hold one.
+fn shrunk<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    let mut list = Vec::<T>::deserialize(d)?;
+    list.shrink_to_fit();
+    Ok(list)
+}
+
+/// A string most pods share (phase, QoS class, node, priority class), held once per process.
+fn interned_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Arc<str>>, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.map(|s| intern(&s)))
+}
+
+fn str_opt<S: serde::Serializer>(value: &Option<Arc<str>>, s: S) -> Result<S::Ok, S::Error> {
+    value.as_deref().serialize(s)
+}
+
+/// [`shrunk`], for a list that may be missing or null.
+fn shrunk_opt<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Vec<T>>, D::Error> {
+    let list = Option::<Vec<T>>::deserialize(d)?;
+    Ok(list.map(|mut list| {
+        list.shrink_to_fit();
+        list
+    }))
+}
 
 fn kept_pod_conditions<'de, D: Deserializer<'de>>(
     d: D,
@@ -82,6 +100,105 @@ fn kept_pod_conditions<'de, D: Deserializer<'de>>(
         list.shrink_to_fit();
         list
     }))
+}
+
+/// A resource list (`cpu: 100m`, ...) as a sorted boxed slice rather than a `BTreeMap`: a
+/// map allocates a whole B-tree leaf (about 550 bytes) even for one entry, and a pod holds up
+/// to seven such lists. Read by name with [`ResourceMap::get`] or in name order with
+/// [`ResourceMap::iter`]; a name given twice keeps its last value, as a map would. Names are
+/// interned: every pod's `cpu` is one shared string.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ResourceMap(Box<[(Arc<str>, Quantity)]>);
+
+impl ResourceMap {
+    pub fn get(&self, name: &str) -> Option<&Quantity> {
+        self.0
+            .binary_search_by(|(k, _)| k.as_ref().cmp(name))
+            .ok()
+            .map(|i| &self.0[i].1)
+    }
+
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Entries in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Quantity)> {
+        self.into_iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<K: AsRef<str>> FromIterator<(K, Quantity)> for ResourceMap {
+    fn from_iter<I: IntoIterator<Item = (K, Quantity)>>(entries: I) -> Self {
+        let mut list: Vec<(Arc<str>, Quantity)> = entries
+            .into_iter()
+            .map(|(k, v)| (intern(k.as_ref()), v))
+            .collect();
+        // Stable sort, then keep the last of equal names: a map's last-insert-wins.
+        list.sort_by(|a, b| a.0.cmp(&b.0));
+        list.reverse();
+        list.dedup_by(|later, kept| later.0 == kept.0);
+        list.reverse();
+        Self(list.into_boxed_slice())
+    }
+}
+
+impl<'a> IntoIterator for &'a ResourceMap {
+    type Item = (&'a str, &'a Quantity);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (Arc<str>, Quantity)>,
+        fn(&'a (Arc<str>, Quantity)) -> (&'a str, &'a Quantity),
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(k, v)| (k.as_ref(), v))
+    }
+}
+
+impl std::ops::Index<&str> for ResourceMap {
+    type Output = Quantity;
+
+    /// As a map's index: panics when `name` is absent (for tests; code uses `get`).
+    fn index(&self, name: &str) -> &Quantity {
+        self.get(name).expect("resource name in list")
+    }
+}
+
+impl<'de> Deserialize<'de> for ResourceMap {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = ResourceMap;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of resource names to quantities")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<ResourceMap, A::Error> {
+                let mut list = Vec::with_capacity(map.size_hint().unwrap_or(0));
+                while let Some(entry) = map.next_entry::<String, Quantity>()? {
+                    list.push(entry);
+                }
+                Ok(list.into_iter().collect())
+            }
+        }
+        d.deserialize_map(Entries)
+    }
+}
+
+impl Serialize for ResourceMap {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
 }
 
 /// A pod as the quota, disruption and resourceclaim controllers read it.
@@ -123,18 +240,37 @@ pub struct PodSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub active_deadline_seconds: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub affinity: Option<Affinity>,
-    #[serde(default)]
+    /// Boxed, as most pods have none: 8 bytes in every pod rather than about 100.
+    pub affinity: Option<Box<Affinity>>,
+    #[serde(default, deserialize_with = "shrunk")]
     pub containers: Vec<Container>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "shrunk_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub init_containers: Option<Vec<Container>>,
+    #[serde(
+        default,
+        deserialize_with = "interned_opt",
+        serialize_with = "str_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub node_name: Option<Arc<str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub node_name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub overhead: Option<BTreeMap<String, Quantity>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub priority_class_name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overhead: Option<ResourceMap>,
+    #[serde(
+        default,
+        deserialize_with = "interned_opt",
+        serialize_with = "str_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub priority_class_name: Option<Arc<str>>,
+    #[serde(
+        default,
+        deserialize_with = "shrunk_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub resource_claims: Option<Vec<PodResourceClaim>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
@@ -166,9 +302,9 @@ pub struct Container {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct ResourceRequirements {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub limits: Option<BTreeMap<String, Quantity>>,
+    pub limits: Option<ResourceMap>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub requests: Option<BTreeMap<String, Quantity>>,
+    pub requests: Option<ResourceMap>,
 }
 
 /// `status`: phase and QoS, the kept conditions, in-place resize resources, claim statuses.
@@ -181,17 +317,40 @@ pub struct PodStatus {
         skip_serializing_if = "Option::is_none"
     )]
     pub conditions: Option<Vec<PodCondition>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "shrunk_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub container_statuses: Option<Vec<ContainerStatus>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub extended_resource_claim_status: Option<PodExtendedResourceClaimStatus>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Boxed, as most pods have none.
+    pub extended_resource_claim_status: Option<Box<PodExtendedResourceClaimStatus>>,
+    #[serde(
+        default,
+        deserialize_with = "shrunk_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub init_container_statuses: Option<Vec<ContainerStatus>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub qos_class: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "interned_opt",
+        serialize_with = "str_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub phase: Option<Arc<str>>,
+    #[serde(
+        default,
+        deserialize_with = "interned_opt",
+        serialize_with = "str_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub qos_class: Option<Arc<str>>,
+    #[serde(
+        default,
+        deserialize_with = "shrunk_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub resource_claim_statuses: Option<Vec<PodResourceClaimStatus>>,
 }
 
@@ -200,7 +359,7 @@ pub struct PodStatus {
 #[serde(rename_all = "camelCase")]
 pub struct ContainerStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub allocated_resources: Option<BTreeMap<String, Quantity>>,
+    pub allocated_resources: Option<ResourceMap>,
     #[serde(default)]
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -304,9 +463,13 @@ mod tests {
             Some(BTreeMap::from([("app".into(), "a".into())]))
         );
         assert_eq!(
-            meta.annotations,
-            Some(BTreeMap::from([("keep".into(), "me".into())])),
-            "last-applied dropped"
+            (
+                &meta.annotations,
+                &meta.generate_name,
+                &meta.creation_timestamp
+            ),
+            (&None, &None, &None),
+            "no controller reads a pod's annotations, generateName or creationTimestamp"
         );
         assert_eq!(meta.owner_references.as_ref().map(Vec::len), Some(1));
         assert_eq!((&meta.managed_fields, &meta.self_link), (&None, &None));
@@ -367,6 +530,22 @@ mod tests {
                 .map(|s| s.resource_claim_name.as_str()),
             Some("ext")
         );
+    }
+
+    #[test]
+    fn a_resource_list_reads_by_name_in_name_order_and_the_last_duplicate_wins() {
+        let list: ResourceMap =
+            serde_json::from_str(r#"{"memory": "1Gi", "cpu": "1", "cpu": "2", "a/b": "3"}"#)
+                .expect("list");
+        let names: Vec<&str> = list.iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["a/b", "cpu", "memory"]);
+        assert_eq!(list.get("cpu").map(|q| q.0.as_str()), Some("2"));
+        assert_eq!(list.get("gpu"), None);
+        assert_eq!(
+            serde_json::to_string(&list).expect("json"),
+            r#"{"a/b":"3","cpu":"2","memory":"1Gi"}"#
+        );
+        assert!(serde_json::from_str::<ResourceMap>(r#"{"cpu": []}"#).is_err());
     }
 
     #[test]

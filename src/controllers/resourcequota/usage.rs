@@ -11,6 +11,7 @@
 //! reported in [`Usage::problems`].
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 
 use std::sync::Arc;
 
@@ -430,8 +431,9 @@ fn intersection<S: AsRef<str>>(input: &[S], known: &[&str]) -> Vec<String> {
 /// Parses a raw resource list, skipping (and reporting) malformed values. An empty
 /// result is `None`: the API server never sends empty maps (JSON omits them, protobuf
 /// decodes them as nil), so upstream's `!= nil` checks mean "non-empty".
-fn parse_list(
-    raw: Option<&BTreeMap<String, K8sQuantity>>,
+/// Reads a PVC's `BTreeMap` and a pod view's [`ResourceMap`](crate::runtime::view::ResourceMap) alike.
+fn parse_list<'a, N: AsRef<str> + fmt::Display>(
+    raw: Option<impl IntoIterator<Item = (N, &'a K8sQuantity)>>,
     what: &str,
     problems: &mut Vec<String>,
 ) -> Option<ResourceList> {
@@ -445,7 +447,7 @@ fn parse_list(
                 raw_quantity.0
             )),
             Ok(q) => {
-                list.insert(name.clone(), q);
+                list.insert(name.as_ref().to_string(), q);
             }
             Err(e) => problems.push(format!(
                 "{what}[{name}]: invalid quantity {:?}: {e}; skipped",
