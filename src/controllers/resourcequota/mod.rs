@@ -28,12 +28,12 @@ use tokio::sync::{Notify, mpsc};
 
 use self::discovery::{Quotable, quotable, referenced_counts};
 use self::status::{candidates, hard_changed, needs_priority, next_status};
-use self::totals::{PodTally, PvcTally, ServiceTally, Tally, Totals};
+use self::totals::{ClaimPeers, ClaimTally, PodTally, PvcTally, ServiceTally, Tally, Totals};
 use self::usage::{
-    ExtendedResourceCache, QuotaScope, ResourceList, SliceClaimLookup, Usage, add_lists,
-    claim_matching, claim_usage, mask_list, object_count_matching, object_count_names,
-    out_of_range_names, parse_scope, pod_counts_for_quota, pod_is_terminating, pod_matching,
-    pvc_matching, quota_service_type, service_matching, sum_usage, unscoped_matches,
+    ExtendedResourceCache, QuotaScope, ResourceList, Usage, add_lists, claim_matching, mask_list,
+    object_count_matching, object_count_names, out_of_range_names, parse_scope,
+    pod_counts_for_quota, pod_is_terminating, pod_matching, pvc_matching, quota_service_type,
+    service_matching, unscoped_matches,
 };
 use super::{Context, ControllerEntry, ControllerError, Feed};
 use crate::cli::Controller;
@@ -128,6 +128,7 @@ struct QuotaTotals {
     pods: Totals<Pod>,
     services: Totals<Service>,
     pvcs: Totals<PersistentVolumeClaim>,
+    claims: Totals<ResourceClaim, ExtendedResourceCache>,
 }
 
 #[derive(Clone)]
@@ -251,20 +252,17 @@ impl Quota {
                 let Some((claims, _)) = &self.claims else {
                     return Ok(Usage::default());
                 };
-                // Evaluated in full, as upstream: a claim made for a pod's extended resources
-                // depends on that pod and on the device classes.
-                let claims = claims.in_namespace(ns);
-                let pods = self.pods.in_namespace(ns);
-                let lookup = SliceClaimLookup {
-                    pods: &pods,
-                    claims: &claims,
+                // Claims made for a pod's extended resources look up the namespace's pods and
+                // claims (the stores' own Arcs, no copies).
+                let peers =
+                    ClaimPeers::new(|| (self.pods.in_namespace(ns), claims.in_namespace(ns)));
+                let tally = ClaimTally {
+                    classes,
+                    peers: &peers,
                 };
-                sum_usage(
-                    claims.iter().map(|c| c.as_ref()),
-                    names,
-                    |c| claim_usage(c, classes, &lookup, &now),
-                    |_| unscoped_matches(scope),
-                )
+                self.totals
+                    .claims
+                    .usage(&tally, ns, scope, names, &now, || claims.in_namespace(ns))
             }
             Evaluator::Count { counter, .. } => {
                 if !counter.is_synced() {
@@ -379,6 +377,20 @@ impl Quota {
     /// Runs `f` with the claim evaluator as the totals' updates need it (only claims evaluated
     /// at sync look at the namespace's pods and claims, so none are listed) and the claim
     /// store; `None` when the cluster serves no claims.
+    fn with_claim_tally<R>(
+        &self,
+        f: impl FnOnce(&ClaimTally<'_>, &Informer<ResourceClaim>) -> R,
+    ) -> Option<R> {
+        let (claims, _) = self.claims.as_ref()?;
+        let classes = self.device_classes();
+        let peers = ClaimPeers::new(Default::default);
+        let tally = ClaimTally {
+            classes: &classes,
+            peers: &peers,
+        };
+        Some(f(&tally, claims))
+    }
+
     /// The periodic safety net: recomputes the incremental totals in full, counts drift and
     /// rebuilds them from the stores (keeping only namespaces and scopes quotas use).
     fn verify_totals(&self) {
@@ -390,7 +402,7 @@ impl Quota {
                 .push(quota_scope(&quota));
         }
         let (now, t) = (self.now(), &self.totals);
-        let drift = [
+        let mut drift = vec![
             (
                 "pods",
                 t.pods
@@ -411,6 +423,11 @@ impl Quota {
                     .verify(&PvcTally, &in_use, |ns| self.pvcs.in_namespace(ns), &now),
             ),
         ];
+        let claims = self.with_claim_tally(|tally, claims| {
+            t.claims
+                .verify(tally, &in_use, |ns| claims.in_namespace(ns), &now)
+        });
+        drift.extend(claims.map(|found| ("resourceclaims.resource.k8s.io", found)));
         for (resource, found) in drift.into_iter().filter(|(_, n)| *n > 0) {
             tracing::warn!(
                 resource,
@@ -680,6 +697,9 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     if quota.claims.is_some() {
         let q = quota.clone();
         feeds.push(subscribe(&quota, move |c: Change<ResourceClaim>| {
+            q.with_claim_tally(|tally, claims| {
+                refresh(&q.totals.claims, tally, claims, &c, &q.now())
+            });
             if let (false, Some(claim)) = (matches!(c, Change::Updated { .. }), object_of(&c)) {
                 q.replenish(
                     &claim.namespace().unwrap_or_default(),

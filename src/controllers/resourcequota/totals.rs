@@ -9,9 +9,8 @@
 //!   of exactly what was added, whatever order changes and snapshots come in.
 //! - **Clock-dependent objects** are kept out of the sums and evaluated at each sync: a pod
 //!   being deleted stops counting once `deletionTimestamp + grace` has passed, which no event
-//!   announces. It is rare. (ResourceClaims are not kept here: the
-//!   controller evaluates a namespace's claims in full, as upstream, since a claim made for a
-//!   pod's extended resources depends on that pod and the device classes.)
+//!   announces; a ResourceClaim made for a pod's extended resources is offset by that pod's
+//!   usage, which changes with the pod. Both are rare.
 //! - **Scopes**: each distinct scope-set the namespace's quotas use gets its own sums, built
 //!   in full from the namespace's objects the first time a quota asks for it.
 //! - **Formats**: upstream adds objects in lister (map) order, and a sum takes the format of
@@ -34,11 +33,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::runtime::view::Pod;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Resource;
 
 use super::usage::{
-    QuotaScope, ResourceList, Usage, pod_matches_scope, pod_usage, pvc_matches_scope, pvc_usage,
+    ExtendedResourceCache, QuotaScope, ResourceList, SliceClaimLookup, Usage, claim_usage,
+    extended_claim_pod_owner, pod_matches_scope, pod_usage, pvc_matches_scope, pvc_usage,
     service_usage, sum_usage, unscoped_matches,
 };
 use crate::runtime::quantity::{Format, Quantity};
@@ -112,6 +113,54 @@ impl Tally for PvcTally {
     }
     fn matches(&self, pvc: &PersistentVolumeClaim, scope: &QuotaScope) -> bool {
         pvc_matches_scope(pvc, scope)
+    }
+}
+
+type PodsAndClaims = (Vec<Arc<Pod>>, Vec<Arc<ResourceClaim>>);
+
+/// The pods and claims of a namespace, listed on first use: only claims made for a pod's
+/// extended resources look at them.
+pub struct ClaimPeers<'a> {
+    load: Box<dyn Fn() -> PodsAndClaims + 'a>,
+    loaded: OnceCell<PodsAndClaims>,
+}
+
+impl<'a> ClaimPeers<'a> {
+    pub fn new(load: impl Fn() -> PodsAndClaims + 'a) -> Self {
+        Self {
+            load: Box::new(load),
+            loaded: OnceCell::new(),
+        }
+    }
+
+    fn get(&self) -> &PodsAndClaims {
+        self.loaded.get_or_init(&self.load)
+    }
+}
+
+pub struct ClaimTally<'a> {
+    pub classes: &'a ExtendedResourceCache,
+    pub peers: &'a ClaimPeers<'a>,
+}
+
+impl Tally for ClaimTally<'_> {
+    type Object = ResourceClaim;
+    type Context = ExtendedResourceCache;
+    fn context(&self) -> &ExtendedResourceCache {
+        self.classes
+    }
+    /// A pod's extended-resource claim is offset by the pod's usage (which can change with
+    /// the pod and the clock); any other claim's usage depends on itself and the classes.
+    fn volatile(&self, claim: &ResourceClaim) -> bool {
+        extended_claim_pod_owner(claim).is_some()
+    }
+    fn usage(&self, claim: &ResourceClaim, now: &Time) -> Usage {
+        let (pods, claims) = self.peers.get();
+        let lookup = SliceClaimLookup { pods, claims };
+        claim_usage(claim, self.classes, &lookup, now)
+    }
+    fn matches(&self, _: &ResourceClaim, scope: &QuotaScope) -> bool {
+        unscoped_matches(scope)
     }
 }
 
@@ -494,6 +543,7 @@ fn same_version<K: Resource>(a: &K, b: &K) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::resource::v1::DeviceClass;
     use k8s_openapi::jiff::Timestamp;
     use serde::de::DeserializeOwned;
     use serde_json::{Value, json};
@@ -654,6 +704,48 @@ mod tests {
     }
 
     #[test]
+    fn claims_are_rebuilt_when_the_device_classes_change() {
+        let totals: Totals<ResourceClaim, ExtendedResourceCache> = Totals::default();
+        let claim = from::<ResourceClaim>(json!({ "metadata": meta("c", 1), "spec": { "devices": {
+            "requests": [{ "name": "r", "exactly": { "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2 } }] } } }));
+        let names = strings(&["requests.example.com/gpu"]);
+        let scope = parse_scope(&[], None);
+        let peers = ClaimPeers::new(Default::default);
+        let ask = |classes: &ExtendedResourceCache| {
+            let tally = ClaimTally {
+                classes,
+                peers: &peers,
+            };
+            printed(
+                &totals.usage(&tally, "ns", &scope, &names, &now(), || vec![claim.clone()]),
+                &names,
+            )
+        };
+        let plain = ExtendedResourceCache::new();
+        assert_eq!(
+            ask(&plain),
+            [("requests.example.com/gpu".to_string(), "0".to_string())]
+        );
+        let class: DeviceClass = serde_json::from_value(json!({ "metadata": { "name": "gpu" },
+            "spec": { "extendedResourceName": "example.com/gpu" } }))
+        .expect("class");
+        let mapped = ExtendedResourceCache::from_classes([&class]);
+        // Nothing about the claim changed; the class did, and the sum follows.
+        assert_eq!(
+            ask(&mapped),
+            [("requests.example.com/gpu".to_string(), "2".to_string())]
+        );
+    }
+
+    fn pod(name: &str, rv: u32, cpu: &str) -> Arc<Pod> {
+        from(
+            json!({ "metadata": meta(name, rv), "spec": { "containers": [
+            { "name": "c", "image": "i", "resources": { "requests": { "cpu": cpu } } }] },
+            "status": { "phase": "Running" } }),
+        )
+    }
+
+    #[test]
     fn verify_counts_and_corrects_drift_and_forgets_unused_namespaces() {
         let totals: Totals<Pod> = Totals::default();
         let names = strings(&["requests.cpu"]);
@@ -704,14 +796,6 @@ mod tests {
 
     fn lock_inner<K, C>(totals: &Totals<K, C>) -> MutexGuard<'_, Inner<K, C>> {
         totals.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn pod(name: &str, rv: u32, cpu: &str) -> Arc<Pod> {
-        from(
-            json!({ "metadata": meta(name, rv), "spec": { "containers": [
-            { "name": "c", "image": "i", "resources": { "requests": { "cpu": cpu } } }] },
-            "status": { "phase": "Running" } }),
-        )
     }
 
     #[test]
