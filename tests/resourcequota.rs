@@ -388,3 +388,31 @@ async fn the_priority_lane_is_not_stuck_behind_a_primary_backlog() {
     );
     kcm.stop().await;
 }
+
+/// A pod that arrives while kcm's store still holds the quota without a status (its first
+/// status write is not back through the watch yet) is counted at once, not at the next
+/// resync: replenishment matches `spec.hard` too (upstream reads only `status.hard`).
+#[tokio::test]
+async fn a_pod_arriving_before_the_quota_status_is_watched_is_counted() {
+    let server = TestServer::start().await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(server.client(), NS);
+    seed_pod(&server, "a", "100m", "1Gi");
+    let kcm = InProcess::start(
+        &server,
+        &[
+            "--controllers=resourcequota",
+            "--resource-quota-sync-period=10m",
+        ],
+    )
+    .await;
+    // Quota events reach kcm 5 s late from now on: the quota's creation, then kcm's own first
+    // status write, which is still on its way when pod b arrives.
+    server
+        .store()
+        .set_watch_delay("", "resourcequotas", std::time::Duration::from_secs(5));
+    create_quota(&quotas, "q", json!({ "pods": "10" })).await;
+    wait_used(&quotas, "q", map(&[("pods", "1")])).await;
+    seed_pod(&server, "b", "100m", "1Gi");
+    wait_used(&quotas, "q", map(&[("pods", "2")])).await;
+    kcm.stop().await;
+}

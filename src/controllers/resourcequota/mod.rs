@@ -100,8 +100,19 @@ fn hard_names(quota: &ResourceQuota) -> Vec<String> {
     names_of(quota.spec.as_ref().and_then(|s| s.hard.as_ref()))
 }
 
-fn status_hard_names(quota: &ResourceQuota) -> Vec<String> {
-    names_of(quota.status.as_ref().and_then(|s| s.hard.as_ref()))
+/// What a change of an evaluator's objects is matched against for replenishment. Upstream
+/// reads only `status.hard`, so an object that arrives before the quota's first status write
+/// is in the store is not replenished and waits for the periodic resync (minutes, seen under
+/// load in the demo test); kcm also reads `spec.hard`, which costs at most one more sync and
+/// never a write when nothing changed.
+fn replenished_names(quota: &ResourceQuota) -> Vec<String> {
+    let mut names = hard_names(quota);
+    names.extend(names_of(
+        quota.status.as_ref().and_then(|s| s.hard.as_ref()),
+    ));
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// One way of measuring usage, in upstream's registry order.
@@ -466,7 +477,7 @@ impl Quota {
         let classes = self.device_classes();
         for quota in self.quotas.in_namespace(ns) {
             if !self
-                .matching(evaluator, &status_hard_names(&quota), &classes)
+                .matching(evaluator, &replenished_names(&quota), &classes)
                 .is_empty()
             {
                 self.primary.add(key(&quota));
