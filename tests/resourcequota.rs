@@ -390,8 +390,8 @@ async fn the_priority_lane_is_not_stuck_behind_a_primary_backlog() {
 }
 
 /// A pod that arrives while kcm's store still holds the quota without a status (its first
-/// status write is not back through the watch yet) is counted at once, not at the next
-/// resync: replenishment matches `spec.hard` too (upstream reads only `status.hard`).
+/// status write is not back through the watch yet) is counted once the status arrives, not at
+/// the next resync: kcm re-syncs a quota whose watched `status.hard` changed (upstream waits).
 #[tokio::test]
 async fn a_pod_arriving_before_the_quota_status_is_watched_is_counted() {
     let server = TestServer::start().await;

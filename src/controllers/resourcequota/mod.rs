@@ -100,19 +100,8 @@ fn hard_names(quota: &ResourceQuota) -> Vec<String> {
     names_of(quota.spec.as_ref().and_then(|s| s.hard.as_ref()))
 }
 
-/// What a change of an evaluator's objects is matched against for replenishment. Upstream
-/// reads only `status.hard`, so an object that arrives before the quota's first status write
-/// is in the store is not replenished and waits for the periodic resync (minutes, seen under
-/// load in the demo test); kcm also reads `spec.hard`, which costs at most one more sync and
-/// never a write when nothing changed.
-fn replenished_names(quota: &ResourceQuota) -> Vec<String> {
-    let mut names = hard_names(quota);
-    names.extend(names_of(
-        quota.status.as_ref().and_then(|s| s.hard.as_ref()),
-    ));
-    names.sort();
-    names.dedup();
-    names
+fn status_hard_names(quota: &ResourceQuota) -> Vec<String> {
+    names_of(quota.status.as_ref().and_then(|s| s.hard.as_ref()))
 }
 
 /// One way of measuring usage, in upstream's registry order.
@@ -467,6 +456,13 @@ impl Quota {
         match change {
             Change::Added(q) => self.route(&q),
             Change::Updated { old, new } if hard_changed(&old, &new) => self.route(&new),
+            // Replenishment matches `status.hard` (as upstream), so an object that arrived
+            // while the store still held the quota without it was not replenished; once the
+            // watch brings the new `status.hard`, one more sync counts it (beyond upstream,
+            // which waits for the periodic resync). No write when nothing changed.
+            Change::Updated { old, new } if status_hard_names(&old) != status_hard_names(&new) => {
+                self.primary.add(key(&new))
+            }
             Change::Updated { .. } | Change::Synced => {}
             Change::Deleted(q) => self.primary.add(key(&q)),
         }
@@ -477,7 +473,7 @@ impl Quota {
         let classes = self.device_classes();
         for quota in self.quotas.in_namespace(ns) {
             if !self
-                .matching(evaluator, &replenished_names(&quota), &classes)
+                .matching(evaluator, &status_hard_names(&quota), &classes)
                 .is_empty()
             {
                 self.primary.add(key(&quota));
