@@ -235,9 +235,13 @@ async fn default_flags_serve_only_https_on_10257() {
     let client = Client::insecure(None);
     let addr: SocketAddr = ([127, 0, 0, 1], 10257).into();
     wait_serving(&client, addr, &kcm).await;
-    for path in ["/healthz", "/livez", "/readyz"] {
+    for path in ["/healthz", "/livez"] {
         assert_eq!(client.status(addr, path, None).await, Some(200), "{path}");
     }
+    eventually("ready", DEADLINE, || async {
+        client.status(addr, "/readyz", None).await == Some(200)
+    })
+    .await;
     // Outside a cluster and without the kubeconfigs, nothing can be reviewed: refused.
     assert_eq!(client.status(addr, "/metrics", None).await, Some(401));
     assert_eq!(client.status(addr, "/metrics", Some("t")).await, Some(401));
@@ -297,13 +301,18 @@ async fn metrics_need_a_token_the_api_server_authenticates_and_authorizes() {
         .await
         .unwrap();
     assert_eq!(status, 200);
-    assert!(body.contains("kcm_store_objects"), "{body}");
+    // A metric registered at start: store metrics appear only once the stores list.
+    assert!(
+        body.contains("# TYPE process_cpu_seconds_total counter"),
+        "{body}"
+    );
     // The always-allowed paths answer with a token too, without a review.
     let reviews_before = reviews_of(&server, "subjectaccessreviews");
-    assert_eq!(
-        client.status(addr, "/readyz", Some("unknown")).await,
-        Some(200)
-    );
+    // (Ready once the stores have synced, which may be a moment after serving starts.)
+    eventually("ready, with an unknown token", DEADLINE, || async {
+        client.status(addr, "/readyz", Some("unknown")).await == Some(200)
+    })
+    .await;
     assert_eq!(reviews_of(&server, "subjectaccessreviews"), reviews_before);
     // What the SubjectAccessReview asked.
     let review = server
