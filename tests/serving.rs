@@ -50,20 +50,14 @@ impl Drop for Kcm {
 /// deploy/ binds (`system:auth-delegator`, `extension-apiserver-authentication-reader`) do not
 /// allow; the other requests are the controllers', checked by the other suites.
 fn enforce_serving_rbac(server: &TestServer) {
-    use kcm::runtime::rbac::{AUTH_DELEGATOR, AUTHENTICATION_READER, Request, allows};
+    use kcm::runtime::rbac::{AUTH_DELEGATOR, AUTHENTICATION_READER, allows};
     let cluster: Vec<_> = AUTH_DELEGATOR.iter().map(|r| r.policy_rule()).collect();
     let reader: Vec<_> = AUTHENTICATION_READER
         .iter()
         .map(|r| r.policy_rule())
         .collect();
     server.authorize(Box::new(move |info, _| {
-        let request = Request {
-            verb: &info.verb,
-            group: &info.group,
-            resource: &info.resource,
-            subresource: &info.subresource,
-            name: &info.name,
-        };
+        let request = common::rbac_request(info);
         let serving = matches!(
             info.resource.as_str(),
             "tokenreviews" | "subjectaccessreviews" | "configmaps"

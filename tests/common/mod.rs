@@ -147,6 +147,17 @@ fn granted(settings: &kcm::cli::Settings) -> (Vec<PolicyRule>, Vec<PolicyRule>, 
     (cluster, leader, namespace)
 }
 
+/// The RBAC question a request the test server saw asks.
+pub fn rbac_request(info: &kube_testserver::RequestInfo) -> Request<'_> {
+    Request {
+        verb: &info.verb,
+        group: &info.group,
+        resource: &info.resource,
+        subresource: &info.subresource,
+        name: &info.name,
+    }
+}
+
 fn authorizer(
     settings: &kcm::cli::Settings,
     denied: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
@@ -156,13 +167,7 @@ fn authorizer(
         if !user_agent.contains("kcm/") {
             return Ok(());
         }
-        let request = Request {
-            verb: &info.verb,
-            group: &info.group,
-            resource: &info.resource,
-            subresource: &info.subresource,
-            name: &info.name,
-        };
+        let request = rbac_request(info);
         if allows(&cluster, &request)
             || (info.namespace == lease_namespace && allows(&leader, &request))
         {
