@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kcm::controllers::resourcequota::usage::{
-    parse_scope, pod_matches_scope, pod_usage, sum_usage,
-};
+use kcm::controllers::resourcequota::evaluator::pods::{pod_matches_scope, pod_usage};
+use kcm::controllers::resourcequota::scope::parse_scope;
+use kcm::controllers::resourcequota::usage::sum_usage;
 use kcm::runtime::view::Pod as PodView;
 use kube::api::{Api, ListParams, PostParams};
 use kube_testserver::TestServer;

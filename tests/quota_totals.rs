@@ -16,10 +16,10 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ScopeSelector, ScopedResourceSelectorRequirement};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kcm::controllers::resourcequota::evaluator::pods::{pod_matches_scope, pod_usage};
+use kcm::controllers::resourcequota::scope::{QuotaScope, parse_scope};
 use kcm::controllers::resourcequota::totals::{PodTally, Totals};
-use kcm::controllers::resourcequota::usage::{
-    QuotaScope, parse_scope, pod_matches_scope, pod_usage, sum_usage,
-};
+use kcm::controllers::resourcequota::usage::sum_usage;
 use kcm::runtime::quantity::Format;
 use kcm::runtime::view::Pod;
 use proptest::prelude::*;

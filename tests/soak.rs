@@ -26,8 +26,9 @@ use k8s_openapi::jiff::Timestamp;
 use kcm::controllers::disruption::budget::{
     count_healthy, disrupted_pods, expected_and_desired, new_status,
 };
+use kcm::controllers::resourcequota::evaluator::pods::{pod_matching, pod_usage};
 use kcm::controllers::resourcequota::status::next_status;
-use kcm::controllers::resourcequota::usage::{mask_list, pod_matching, pod_usage, sum_usage};
+use kcm::controllers::resourcequota::usage::{mask_list, sum_usage};
 use kcm::controllers::storageversiongc::gc::{self, Outcome};
 use kcm::controllers::ttl::boundaries::{BOUNDARIES, TTL_ANNOTATION};
 use kcm::runtime::view::Pod as PodView;

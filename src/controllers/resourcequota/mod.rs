@@ -1,5 +1,5 @@
 //! resourcequota-controller: keeps `ResourceQuota.status.hard/used` equal to the real usage in
-//! the namespace, as upstream computes it (`usage.rs`, `status.rs`). Two lanes, as upstream:
+//! the namespace, as upstream computes it (`evaluator/`, `status.rs`). Two lanes, as upstream:
 //! `resourcequota_priority` for quotas whose status lags their spec, `resourcequota_primary`
 //! for everything else, N workers each.
 //!
@@ -10,7 +10,12 @@
 //! objects; the periodic resync recomputes in full and counts any drift.
 
 pub mod discovery;
+pub mod evaluator;
+mod names;
+pub mod scope;
 pub mod status;
+#[cfg(test)]
+mod testing;
 pub mod totals;
 pub mod usage;
 
@@ -27,14 +32,15 @@ use kube::{Client, ResourceExt};
 use tokio::sync::{Notify, mpsc};
 
 use self::discovery::{Quotable, quotable, referenced_counts};
+use self::evaluator::object_count::{object_count_matching, object_count_names};
+use self::evaluator::persistentvolumeclaims::pvc_matching;
+use self::evaluator::pods::{pod_counts_for_quota, pod_is_terminating, pod_matching};
+use self::evaluator::resourceclaims::{ExtendedResourceCache, claim_matching};
+use self::evaluator::services::{quota_service_type, service_matching};
+use self::scope::{QuotaScope, parse_scope, unscoped_matches};
 use self::status::{candidates, hard_changed, needs_priority, next_status};
 use self::totals::{ClaimPeers, ClaimTally, PodTally, PvcTally, ServiceTally, Tally, Totals};
-use self::usage::{
-    ExtendedResourceCache, QuotaScope, ResourceList, Usage, add_lists, claim_matching, mask_list,
-    object_count_matching, object_count_names, out_of_range_names, parse_scope,
-    pod_counts_for_quota, pod_is_terminating, pod_matching, pvc_matching, quota_service_type,
-    service_matching, unscoped_matches,
-};
+use self::usage::{ResourceList, Usage, add_lists, mask_list, out_of_range_names};
 use super::{Context, ControllerEntry, ControllerError, Feed};
 use crate::cli::Controller;
 use crate::runtime::badinput::BadInput;

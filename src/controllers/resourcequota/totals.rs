@@ -37,11 +37,14 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Resource;
 
-use super::usage::{
-    ExtendedResourceCache, QuotaScope, ResourceList, SliceClaimLookup, Usage, claim_usage,
-    extended_claim_pod_owner, pod_matches_scope, pod_usage, pvc_matches_scope, pvc_usage,
-    service_usage, sum_usage, unscoped_matches,
+use super::evaluator::persistentvolumeclaims::{pvc_matches_scope, pvc_usage};
+use super::evaluator::pods::{pod_matches_scope, pod_usage};
+use super::evaluator::resourceclaims::{
+    ExtendedResourceCache, SliceClaimLookup, claim_usage, extended_claim_pod_owner,
 };
+use super::evaluator::services::service_usage;
+use super::scope::{QuotaScope, unscoped_matches};
+use super::usage::{ResourceList, Usage, sum_usage};
 use crate::runtime::quantity::{Format, Quantity};
 
 /// One evaluator, as the totals need it.
@@ -549,7 +552,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::controllers::resourcequota::usage::parse_scope;
+    use crate::controllers::resourcequota::scope::parse_scope;
 
     fn from<K: DeserializeOwned>(value: Value) -> Arc<K> {
         Arc::new(serde_json::from_value(value).expect("valid object"))

@@ -1,0 +1,404 @@
+//! A pod's resource requests and limits (component-helpers `resource.PodRequests` and
+//! `PodLimits`, with in-place resize and pod-level resources) and its QoS class (`qos.go`):
+//! what the pod evaluator charges and its BestEffort scopes look at.
+
+use std::collections::BTreeMap;
+
+use super::pods::{CPU, HUGEPAGES_PREFIX, MEMORY};
+use crate::controllers::resourcequota::usage::{
+    ResourceList, add_into, add_quantity, max_into, object_label, parse_list,
+};
+use crate::runtime::quantity::Quantity;
+use crate::runtime::view::{Container, ContainerStatus, Pod};
+
+struct ParsedContainer<'p> {
+    name: &'p str,
+    restartable: bool,
+    requests: Option<ResourceList>,
+    limits: Option<ResourceList>,
+}
+
+struct ParsedStatus<'p> {
+    name: &'p str,
+    /// `status.resources.requests`/`.limits`; `None` also when `resources` is absent.
+    requests: Option<ResourceList>,
+    limits: Option<ResourceList>,
+    allocated: Option<ResourceList>,
+}
+
+/// The pod's resource lists, parsed once.
+pub(super) struct ParsedPod<'p> {
+    containers: Vec<ParsedContainer<'p>>,
+    init_containers: Vec<ParsedContainer<'p>>,
+    /// Container statuses, then init container statuses: `findContainerStatus` order.
+    statuses: Vec<ParsedStatus<'p>>,
+    /// Whether `spec.resources` is set at all (the QoS computation looks at that).
+    has_pod_resources: bool,
+    pod_requests: Option<ResourceList>,
+    pod_limits: Option<ResourceList>,
+    overhead: Option<ResourceList>,
+    resize_infeasible: bool,
+}
+
+/// Where `aggregateContainerResourcesByFn` takes each container's list from.
+#[derive(Clone, Copy)]
+enum Source {
+    SpecRequests,
+    AllocatedRequests,
+    ActuatedRequests,
+    SpecLimits,
+    ActuatedLimits,
+}
+
+impl<'p> ParsedPod<'p> {
+    pub(super) fn new(pod: &'p Pod, problems: &mut Vec<String>) -> Self {
+        let label = object_label(&pod.metadata, "pod");
+        let spec = pod.spec.as_ref();
+        let status = pod.status.as_ref();
+        let containers = |list: Option<&'p Vec<Container>>,
+                          field: &str,
+                          problems: &mut Vec<String>|
+         -> Vec<ParsedContainer<'p>> {
+            list.map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let res = c.resources.as_ref();
+                    let at = format!("{label}: spec.{field}[{i}].resources");
+                    ParsedContainer {
+                        name: &c.name,
+                        restartable: c.restart_policy.as_deref() == Some("Always"),
+                        requests: parse_list(
+                            res.and_then(|r| r.requests.as_ref()),
+                            &format!("{at}.requests"),
+                            problems,
+                        ),
+                        limits: parse_list(
+                            res.and_then(|r| r.limits.as_ref()),
+                            &format!("{at}.limits"),
+                            problems,
+                        ),
+                    }
+                })
+                .collect()
+        };
+        let statuses = |list: Option<&'p Vec<ContainerStatus>>,
+                        field: &str,
+                        problems: &mut Vec<String>|
+         -> Vec<ParsedStatus<'p>> {
+            list.map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+                .map(|(i, cs)| {
+                    let res = cs.resources.as_ref();
+                    let at = format!("{label}: status.{field}[{i}]");
+                    ParsedStatus {
+                        name: &cs.name,
+                        requests: parse_list(
+                            res.and_then(|r| r.requests.as_ref()),
+                            &format!("{at}.resources.requests"),
+                            problems,
+                        ),
+                        limits: parse_list(
+                            res.and_then(|r| r.limits.as_ref()),
+                            &format!("{at}.resources.limits"),
+                            problems,
+                        ),
+                        allocated: parse_list(
+                            cs.allocated_resources.as_ref(),
+                            &format!("{at}.allocatedResources"),
+                            problems,
+                        ),
+                    }
+                })
+                .collect()
+        };
+        let parsed_containers = containers(spec.map(|s| &s.containers), "containers", problems);
+        let parsed_init = containers(
+            spec.and_then(|s| s.init_containers.as_ref()),
+            "initContainers",
+            problems,
+        );
+        let mut parsed_statuses = statuses(
+            status.and_then(|s| s.container_statuses.as_ref()),
+            "containerStatuses",
+            problems,
+        );
+        parsed_statuses.extend(statuses(
+            status.and_then(|s| s.init_container_statuses.as_ref()),
+            "initContainerStatuses",
+            problems,
+        ));
+        let pod_resources = spec.and_then(|s| s.resources.as_ref());
+        let resize_infeasible = status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodResizePending"))
+            .is_some_and(|c| c.reason.as_deref() == Some("Infeasible"));
+        Self {
+            containers: parsed_containers,
+            init_containers: parsed_init,
+            statuses: parsed_statuses,
+            has_pod_resources: pod_resources.is_some(),
+            pod_requests: parse_list(
+                pod_resources.and_then(|r| r.requests.as_ref()),
+                &format!("{label}: spec.resources.requests"),
+                problems,
+            ),
+            pod_limits: parse_list(
+                pod_resources.and_then(|r| r.limits.as_ref()),
+                &format!("{label}: spec.resources.limits"),
+                problems,
+            ),
+            overhead: parse_list(
+                spec.and_then(|s| s.overhead.as_ref()),
+                &format!("{label}: spec.overhead"),
+                problems,
+            ),
+            resize_infeasible,
+        }
+    }
+
+    fn find_status(&self, name: &str) -> Option<&ParsedStatus<'p>> {
+        self.statuses.iter().find(|s| s.name == name)
+    }
+
+    /// `containerSpecRequests` / `containerAllocatedRequests` / ... for one container.
+    fn pick<'a>(
+        &'a self,
+        source: Source,
+        container: &'a ParsedContainer<'p>,
+    ) -> Option<&'a ResourceList> {
+        let status = self.find_status(container.name);
+        let allocated = status.and_then(|s| s.allocated.as_ref());
+        let infeasible = self.resize_infeasible;
+        match source {
+            Source::SpecRequests => container.requests.as_ref(),
+            Source::SpecLimits => container.limits.as_ref(),
+            Source::AllocatedRequests => match allocated {
+                Some(a) => Some(a),
+                None if infeasible => None,
+                None => container.requests.as_ref(),
+            },
+            Source::ActuatedRequests => match (status.and_then(|s| s.requests.as_ref()), allocated)
+            {
+                (Some(actuated), _) => Some(actuated),
+                (None, Some(a)) => Some(a),
+                (None, None) if infeasible => None,
+                (None, None) => container.requests.as_ref(),
+            },
+            Source::ActuatedLimits => match status.and_then(|s| s.limits.as_ref()) {
+                Some(actuated) => Some(actuated),
+                None if infeasible => None,
+                None => container.limits.as_ref(),
+            },
+        }
+    }
+
+    /// `aggregateContainerResourcesByFn`: sum of regular and restartable init
+    /// containers, against the largest "init container plus sidecars before it".
+    fn aggregate(&self, source: Source, problems: &mut Vec<String>) -> ResourceList {
+        let mut result = ResourceList::new();
+        for container in &self.containers {
+            if let Some(list) = self.pick(source, container) {
+                add_into(&mut result, list, problems);
+            }
+        }
+        let mut sidecars = ResourceList::new();
+        let mut init_max = ResourceList::new();
+        for container in &self.init_containers {
+            let list = self.pick(source, container);
+            if container.restartable {
+                if let Some(list) = list {
+                    add_into(&mut result, list, problems);
+                    add_into(&mut sidecars, list, problems);
+                }
+                max_into(&mut init_max, &sidecars);
+            } else {
+                let mut combined = ResourceList::new();
+                if let Some(list) = list {
+                    add_into(&mut combined, list, problems);
+                }
+                add_into(&mut combined, &sidecars, problems);
+                max_into(&mut init_max, &combined);
+            }
+        }
+        max_into(&mut result, &init_max);
+        result
+    }
+
+    /// `IsPodLevelRequestsSet`.
+    fn pod_level_requests_set(&self) -> bool {
+        self.pod_requests
+            .as_ref()
+            .is_some_and(|r| r.keys().any(|k| is_supported_pod_level_resource(k)))
+    }
+
+    /// `IsPodLevelResourcesSet`.
+    fn pod_level_resources_set(&self) -> bool {
+        [&self.pod_requests, &self.pod_limits]
+            .into_iter()
+            .flatten()
+            .any(|l| l.keys().any(|k| is_supported_pod_level_resource(k)))
+    }
+
+    /// `resourcehelper.PodRequests` with UseStatusResources (InPlacePodVerticalScaling,
+    /// GA) and pod-level resources (PodLevelResources, beta on); the alpha
+    /// InPlacePodLevelResourcesVerticalScaling and DRA node-allocatable options are off.
+    pub(super) fn requests(&self, problems: &mut Vec<String>) -> ResourceList {
+        let spec = self.aggregate(Source::SpecRequests, problems);
+        let allocated = self.aggregate(Source::AllocatedRequests, problems);
+        let actuated = self.aggregate(Source::ActuatedRequests, problems);
+        let mut requests = if self.resize_infeasible {
+            max_of(actuated, &[&allocated])
+        } else {
+            max_of(spec, &[&actuated, &allocated])
+        };
+        if self.pod_level_requests_set() {
+            for (name, quantity) in self.pod_requests.iter().flatten() {
+                if is_supported_pod_level_resource(name) {
+                    requests.insert(name.clone(), quantity.clone());
+                }
+            }
+        }
+        if let Some(overhead) = &self.overhead {
+            add_into(&mut requests, overhead, problems);
+        }
+        requests
+    }
+
+    /// `resourcehelper.PodLimits` with the same options as [`ParsedPod::requests`].
+    pub(super) fn limits(&self, problems: &mut Vec<String>) -> ResourceList {
+        let actuated = self.aggregate(Source::ActuatedLimits, problems);
+        let mut limits = if self.resize_infeasible {
+            actuated
+        } else {
+            let spec = self.aggregate(Source::SpecLimits, problems);
+            max_of(spec, &[&actuated])
+        };
+        if self.pod_level_resources_set() {
+            for (name, quantity) in self.pod_limits.iter().flatten() {
+                if is_supported_pod_level_resource(name) {
+                    limits.insert(name.clone(), quantity.clone());
+                }
+            }
+        }
+        // Overhead only raises limits that are set and non-zero.
+        for (name, quantity) in self.overhead.iter().flatten() {
+            if let Some(value) = limits.get(name).filter(|v| !v.is_zero()) {
+                let sum = add_quantity(value, quantity, name, problems);
+                limits.insert(name.clone(), sum);
+            }
+        }
+        limits
+    }
+
+    /// `qos.ComputePodQOS` (with PodLevelResources on).
+    fn compute_qos(&self) -> &'static str {
+        if self.has_pod_resources {
+            return resource_qos(self.pod_requests.as_ref(), self.pod_limits.as_ref());
+        }
+        let mut pod_qos: Option<&'static str> = None;
+        for c in self.init_containers.iter().chain(&self.containers) {
+            let qos = resource_qos(c.requests.as_ref(), c.limits.as_ref());
+            match pod_qos {
+                _ if qos == QOS_BURSTABLE => return QOS_BURSTABLE,
+                None => pod_qos = Some(qos),
+                Some(existing) if existing != qos => return QOS_BURSTABLE,
+                Some(_) => {}
+            }
+        }
+        pod_qos.unwrap_or(QOS_BEST_EFFORT)
+    }
+}
+
+/// component-helpers `max(a, b...)`: a copy of `a`, raised by each of `others`.
+fn max_of(a: ResourceList, others: &[&ResourceList]) -> ResourceList {
+    let mut result = a;
+    for other in others {
+        max_into(&mut result, other);
+    }
+    result
+}
+
+/// `IsSupportedPodLevelResource`: cpu, memory and hugepages.
+fn is_supported_pod_level_resource(name: &str) -> bool {
+    name == CPU || name == MEMORY || name.starts_with(HUGEPAGES_PREFIX)
+}
+
+pub(super) const QOS_BEST_EFFORT: &str = "BestEffort";
+const QOS_BURSTABLE: &str = "Burstable";
+const QOS_GUARANTEED: &str = "Guaranteed";
+
+/// qos.go `resourceQOS` for one set of requirements.
+fn resource_qos(requests: Option<&ResourceList>, limits: Option<&ResourceList>) -> &'static str {
+    if requests.is_none_or(BTreeMap::is_empty) && limits.is_none_or(BTreeMap::is_empty) {
+        return QOS_BEST_EFFORT;
+    }
+    let zero = Quantity::zero();
+    let mut qos: Option<&'static str> = None;
+    for name in [CPU, MEMORY] {
+        let request = requests.and_then(|r| r.get(name)).unwrap_or(&zero);
+        let limit = limits.and_then(|l| l.get(name)).unwrap_or(&zero);
+        if request != limit {
+            return QOS_BURSTABLE;
+        }
+        let best_effort = request.is_zero() && limit.is_zero();
+        match qos {
+            None => {
+                qos = Some(if best_effort {
+                    QOS_BEST_EFFORT
+                } else {
+                    QOS_GUARANTEED
+                })
+            }
+            Some(existing) if best_effort != (existing == QOS_BEST_EFFORT) => {
+                return QOS_BURSTABLE;
+            }
+            Some(_) => {}
+        }
+    }
+    qos.unwrap_or(QOS_BEST_EFFORT)
+}
+
+/// `qos.GetPodQOS`: `status.qosClass` when set, computed otherwise.
+pub fn pod_qos_class(pod: &Pod) -> String {
+    if let Some(class) = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.qos_class.as_deref())
+        .filter(|c| !c.is_empty())
+    {
+        return class.to_string();
+    }
+    // Parse problems are reported by pod_usage; the QoS answer just skips bad values.
+    let mut ignored = Vec::new();
+    ParsedPod::new(pod, &mut ignored).compute_qos().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::controllers::resourcequota::testing::{container, from, pod};
+
+    #[test]
+    fn pod_qos_prefers_status() {
+        let guaranteed = pod(
+            json!({"containers": [container("", json!({"cpu": "1", "memory": "1Gi"}), json!({"cpu": "1", "memory": "1Gi"}))]}),
+        );
+        assert_eq!(pod_qos_class(&guaranteed), "Guaranteed");
+        let mut labelled = guaranteed.clone();
+        labelled.status = Some(from(json!({"qosClass": "BestEffort"})));
+        assert_eq!(pod_qos_class(&labelled), "BestEffort");
+        let burstable =
+            pod(json!({"containers": [container("", json!({"cpu": "1"}), json!(null))]}));
+        assert_eq!(pod_qos_class(&burstable), "Burstable");
+        let pod_level = pod(
+            json!({"resources": {}, "containers": [container("", json!({"cpu": "1"}), json!(null))]}),
+        );
+        assert_eq!(pod_qos_class(&pod_level), "BestEffort");
+    }
+}

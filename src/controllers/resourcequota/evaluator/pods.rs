@@ -1,0 +1,1015 @@
+//! The pod evaluator (upstream `pods.go`): compute resources, hugepages and extended
+//! resources of pods that still count, and the pod scopes (Terminating, BestEffort,
+//! PriorityClass, CrossNamespacePodAffinity). The resource arithmetic and QoS are in
+//! `pod_resources.rs`.
+
+use k8s_openapi::api::core::v1::PodAffinityTerm;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::pod_resources::{ParsedPod, QOS_BEST_EFFORT, pod_qos_class};
+use crate::controllers::resourcequota::names::{
+    REQUESTS_PREFIX, is_dra_extended_resource_name, is_extended_resource_name_for_quota,
+};
+use crate::controllers::resourcequota::scope::{QuotaScope, ScopeRequirement};
+use crate::controllers::resourcequota::usage::{
+    ResourceList, Usage, intersection, one, time_nanos,
+};
+use crate::runtime::view::Pod;
+
+/// The object-count name of pods.
+pub const POD_COUNT: &str = "count/pods";
+const PODS: &str = "pods";
+pub(super) const CPU: &str = "cpu";
+pub(super) const MEMORY: &str = "memory";
+const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
+pub(super) const HUGEPAGES_PREFIX: &str = "hugepages-";
+const REQUESTS_HUGEPAGES_PREFIX: &str = "requests.hugepages-";
+
+const POD_RESOURCES: [&str; 11] = [
+    POD_COUNT,
+    CPU,
+    MEMORY,
+    EPHEMERAL_STORAGE,
+    "requests.cpu",
+    "requests.memory",
+    "requests.ephemeral-storage",
+    "limits.cpu",
+    "limits.memory",
+    "limits.ephemeral-storage",
+    PODS,
+];
+
+/// Pod `MatchingResources`: the fixed names (sorted), then hugepages-prefixed names and
+/// extended resources for quota in input order.
+pub fn pod_matching<S: AsRef<str>>(names: &[S]) -> Vec<String> {
+    let mut result = intersection(names, &POD_RESOURCES);
+    for name in names.iter().map(AsRef::as_ref) {
+        if name.starts_with(HUGEPAGES_PREFIX) || name.starts_with(REQUESTS_HUGEPAGES_PREFIX) {
+            result.push(name.to_string());
+        }
+        if is_extended_resource_name_for_quota(name) {
+            result.push(name.to_string());
+        }
+    }
+    result
+}
+
+/// `QuotaV1Pod`: false for terminal pods and pods past `deletionTimestamp +
+/// deletionGracePeriodSeconds`; such pods only count in `count/pods`.
+pub fn pod_counts_for_quota(pod: &Pod, now: &Time) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Failed" | "Succeeded")) {
+        return false;
+    }
+    let meta = &pod.metadata;
+    if let (Some(deleted), Some(grace)) = (
+        time_nanos(meta.deletion_timestamp.as_ref()),
+        meta.deletion_grace_period_seconds,
+    ) {
+        // Go computes time.Duration(grace) * time.Second in int64, wrapping on overflow.
+        let grace_nanos = i128::from(grace.wrapping_mul(1_000_000_000));
+        if now.0.as_nanosecond() > deleted.saturating_add(grace_nanos) {
+            return false;
+        }
+    }
+    true
+}
+
+/// pods.go `IsTerminating`: `activeDeadlineSeconds >= 0`.
+pub fn pod_is_terminating(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.active_deadline_seconds)
+        .is_some_and(|d| d >= 0)
+}
+
+/// `PodUsageFunc`: `count/pods` always; the compute usage only while the pod counts.
+pub fn pod_usage(pod: &Pod, now: &Time) -> Usage {
+    let mut list = ResourceList::from([(POD_COUNT.to_string(), one())]);
+    let mut problems = Vec::new();
+    if !pod_counts_for_quota(pod, now) {
+        return Usage { list, problems };
+    }
+    let parsed = ParsedPod::new(pod, &mut problems);
+    let requests = parsed.requests(&mut problems);
+    let limits = parsed.limits(&mut problems);
+    // No overlap with count/pods, so quota.Add is a plain union.
+    list.extend(pod_compute_usage(&requests, &limits));
+    Usage { list, problems }
+}
+
+/// `podComputeUsageHelper`.
+fn pod_compute_usage(requests: &ResourceList, limits: &ResourceList) -> ResourceList {
+    let mut result = ResourceList::from([(PODS.to_string(), one())]);
+    for name in [CPU, MEMORY, EPHEMERAL_STORAGE] {
+        if let Some(request) = requests.get(name) {
+            result.insert(name.to_string(), request.clone());
+            result.insert(format!("{REQUESTS_PREFIX}{name}"), request.clone());
+        }
+        if let Some(limit) = limits.get(name) {
+            result.insert(format!("limits.{name}"), limit.clone());
+        }
+    }
+    for (name, request) in requests {
+        if name.starts_with(HUGEPAGES_PREFIX) {
+            result.insert(name.clone(), request.clone());
+            result.insert(format!("{REQUESTS_PREFIX}{name}"), request.clone());
+        }
+        if is_dra_extended_resource_name(name) {
+            result.insert(format!("{REQUESTS_PREFIX}{name}"), request.clone());
+        }
+    }
+    result
+}
+
+fn cross_namespace_term(term: &PodAffinityTerm) -> bool {
+    term.namespaces.as_ref().is_some_and(|n| !n.is_empty()) || term.namespace_selector.is_some()
+}
+
+/// pods.go `usesCrossNamespacePodAffinity`.
+fn uses_cross_namespace_pod_affinity(pod: &Pod) -> bool {
+    let Some(affinity) = pod.spec.as_ref().and_then(|s| s.affinity.as_ref()) else {
+        return false;
+    };
+    let affinity_terms = affinity.pod_affinity.as_ref().map(|a| {
+        (
+            &a.required_during_scheduling_ignored_during_execution,
+            &a.preferred_during_scheduling_ignored_during_execution,
+        )
+    });
+    let anti_terms = affinity.pod_anti_affinity.as_ref().map(|a| {
+        (
+            &a.required_during_scheduling_ignored_during_execution,
+            &a.preferred_during_scheduling_ignored_during_execution,
+        )
+    });
+    [affinity_terms, anti_terms]
+        .into_iter()
+        .flatten()
+        .any(|(required, preferred)| {
+            required.iter().flatten().any(cross_namespace_term)
+                || preferred
+                    .iter()
+                    .flatten()
+                    .any(|w| cross_namespace_term(&w.pod_affinity_term))
+        })
+}
+
+/// `podMatchesScopeFunc` for one requirement; `Err` when upstream cannot build the
+/// selector it needs.
+fn pod_matches_requirement(pod: &Pod, req: &ScopeRequirement) -> Result<bool, String> {
+    let best_effort = || pod_qos_class(pod) == QOS_BEST_EFFORT;
+    Ok(match req.scope_name.as_str() {
+        "Terminating" => pod_is_terminating(pod),
+        "NotTerminating" => !pod_is_terminating(pod),
+        "BestEffort" => best_effort(),
+        "NotBestEffort" => !best_effort(),
+        "PriorityClass" => {
+            let class = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.priority_class_name.as_deref())
+                .filter(|c| !c.is_empty());
+            if req.operator == "Exists" {
+                class.is_some()
+            } else {
+                req.selector.as_ref().map_err(Clone::clone)?.matches(class)
+            }
+        }
+        "CrossNamespacePodAffinity" => uses_cross_namespace_pod_affinity(pod),
+        _ => false,
+    })
+}
+
+/// Whether the pod matches every scope requirement. A requirement upstream cannot turn
+/// into a selector matches nothing: upstream aborts the sum on the first pod with no
+/// error, and the failure does not depend on the pod, so the result is all zeros.
+pub fn pod_matches_scope(pod: &Pod, scope: &QuotaScope) -> bool {
+    let mut all = true;
+    for req in scope.requirements() {
+        match pod_matches_requirement(pod, req) {
+            Ok(matched) => all = all && matched,
+            Err(_) => return false,
+        }
+    }
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ScopedResourceSelectorRequirement;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::controllers::resourcequota::scope::parse_scope;
+    use crate::controllers::resourcequota::testing::{
+        Pairs, container, from, now, pod, scope_of, selector, strings, want,
+    };
+    use crate::controllers::resourcequota::usage::sum_usage;
+
+    fn status(name: &str, resources: Value, allocated: Value) -> Value {
+        json!({"name": name, "image": "i", "imageID": "", "ready": true, "restartCount": 0,
+               "resources": resources, "allocatedResources": allocated})
+    }
+
+    #[test]
+    fn pod_evaluator_usage() {
+        let one_m = |r: &str| json!({r: "1m"});
+        let cases: Vec<(&str, Pod, Pairs)> = vec![
+            (
+                "init container CPU",
+                pod(
+                    json!({"containers": [], "initContainers": [container("", one_m("cpu"), json!({"cpu": "2m"}))]}),
+                ),
+                vec![
+                    ("requests.cpu", "1m"),
+                    ("limits.cpu", "2m"),
+                    ("pods", "1"),
+                    ("cpu", "1m"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "init container MEM",
+                pod(
+                    json!({"containers": [], "initContainers": [container("", one_m("memory"), json!({"memory": "2m"}))]}),
+                ),
+                vec![
+                    ("requests.memory", "1m"),
+                    ("limits.memory", "2m"),
+                    ("pods", "1"),
+                    ("memory", "1m"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "init container local ephemeral storage",
+                pod(
+                    json!({"containers": [], "initContainers": [container("", json!({"ephemeral-storage": "32Mi"}), json!({"ephemeral-storage": "64Mi"}))]}),
+                ),
+                vec![
+                    ("ephemeral-storage", "32Mi"),
+                    ("requests.ephemeral-storage", "32Mi"),
+                    ("limits.ephemeral-storage", "64Mi"),
+                    ("pods", "1"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "init container hugepages",
+                pod(
+                    json!({"containers": [], "initContainers": [container("", json!({"hugepages-2Mi": "100Mi"}), json!(null))]}),
+                ),
+                vec![
+                    ("hugepages-2Mi", "100Mi"),
+                    ("requests.hugepages-2Mi", "100Mi"),
+                    ("pods", "1"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "init container extended resources",
+                pod(
+                    json!({"containers": [], "initContainers": [container("", json!({"example.com/dongle": "3"}), json!({"example.com/dongle": "3"}))]}),
+                ),
+                vec![
+                    ("requests.example.com/dongle", "3"),
+                    ("pods", "1"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "container CPU",
+                pod(json!({"containers": [container("", one_m("cpu"), json!({"cpu": "2m"}))]})),
+                vec![
+                    ("requests.cpu", "1m"),
+                    ("limits.cpu", "2m"),
+                    ("pods", "1"),
+                    ("cpu", "1m"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "container MEM",
+                pod(
+                    json!({"containers": [container("", one_m("memory"), json!({"memory": "2m"}))]}),
+                ),
+                vec![
+                    ("requests.memory", "1m"),
+                    ("limits.memory", "2m"),
+                    ("pods", "1"),
+                    ("memory", "1m"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "container local ephemeral storage",
+                pod(
+                    json!({"containers": [container("", json!({"ephemeral-storage": "32Mi"}), json!({"ephemeral-storage": "64Mi"}))]}),
+                ),
+                vec![
+                    ("ephemeral-storage", "32Mi"),
+                    ("requests.ephemeral-storage", "32Mi"),
+                    ("limits.ephemeral-storage", "64Mi"),
+                    ("pods", "1"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "container hugepages",
+                pod(
+                    json!({"containers": [container("", json!({"hugepages-2Mi": "100Mi"}), json!(null))]}),
+                ),
+                vec![
+                    ("hugepages-2Mi", "100Mi"),
+                    ("requests.hugepages-2Mi", "100Mi"),
+                    ("pods", "1"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "container extended resources",
+                pod(
+                    json!({"containers": [container("", json!({"example.com/dongle": "3"}), json!({"example.com/dongle": "3"}))]}),
+                ),
+                vec![
+                    ("requests.example.com/dongle", "3"),
+                    ("pods", "1"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "terminated generic count still appears",
+                from(
+                    json!({"spec": {"containers": [container("", json!({"example.com/dongle": "3"}), json!({"example.com/dongle": "3"}))]},
+                            "status": {"phase": "Succeeded"}}),
+                ),
+                vec![("count/pods", "1")],
+            ),
+            (
+                "init container maximums override sum of containers",
+                pod(json!({
+                    "initContainers": [
+                        container("", json!({"cpu": "4", "memory": "100M", "example.com/dongle": "4"}), json!({"cpu": "8", "memory": "200M", "example.com/dongle": "4"})),
+                        container("", json!({"cpu": "1", "memory": "50M", "example.com/dongle": "2"}), json!({"cpu": "2", "memory": "100M", "example.com/dongle": "2"})),
+                    ],
+                    "containers": [
+                        container("", json!({"cpu": "1", "memory": "50M", "example.com/dongle": "1"}), json!({"cpu": "2", "memory": "100M", "example.com/dongle": "1"})),
+                        container("", json!({"cpu": "2", "memory": "25M", "example.com/dongle": "2"}), json!({"cpu": "5", "memory": "50M", "example.com/dongle": "2"})),
+                    ],
+                })),
+                vec![
+                    ("requests.cpu", "4"),
+                    ("requests.memory", "100M"),
+                    ("limits.cpu", "8"),
+                    ("limits.memory", "200M"),
+                    ("pods", "1"),
+                    ("cpu", "4"),
+                    ("memory", "100M"),
+                    ("requests.example.com/dongle", "4"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "pod deletion timestamp exceeded",
+                from(json!({
+                    "metadata": {"deletionTimestamp": "2025-12-31T23:59:00Z", "deletionGracePeriodSeconds": 30},
+                    "status": {"reason": "NodeLost"},
+                    "spec": {"terminationGracePeriodSeconds": 30, "containers": [container("", json!({"cpu": "1", "memory": "50M"}), json!({"cpu": "2", "memory": "100M"}))]},
+                })),
+                vec![("count/pods", "1")],
+            ),
+            (
+                "pod deletion timestamp not exceeded",
+                from(json!({
+                    "metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z", "deletionGracePeriodSeconds": 30},
+                    "status": {"reason": "NodeLost"},
+                    "spec": {"containers": [container("", json!({"cpu": "1"}), json!({"cpu": "2"}))]},
+                })),
+                vec![
+                    ("requests.cpu", "1"),
+                    ("limits.cpu", "2"),
+                    ("pods", "1"),
+                    ("cpu", "1"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "count pod overhead as usage",
+                pod(
+                    json!({"overhead": {"cpu": "1"}, "containers": [container("", json!({"cpu": "1"}), json!({"cpu": "2"}))]}),
+                ),
+                vec![
+                    ("requests.cpu", "2"),
+                    ("limits.cpu", "3"),
+                    ("pods", "1"),
+                    ("cpu", "2"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "pod-level CPU",
+                pod(
+                    json!({"containers": [], "resources": {"requests": {"cpu": "1m"}, "limits": {"cpu": "2m"}}}),
+                ),
+                vec![
+                    ("requests.cpu", "1m"),
+                    ("limits.cpu", "2m"),
+                    ("pods", "1"),
+                    ("cpu", "1m"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "pod-level Memory",
+                pod(
+                    json!({"containers": [], "resources": {"requests": {"memory": "1Mi"}, "limits": {"memory": "2Mi"}}}),
+                ),
+                vec![
+                    ("requests.memory", "1Mi"),
+                    ("limits.memory", "2Mi"),
+                    ("pods", "1"),
+                    ("memory", "1Mi"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "pod-level memory with container-level ephemeral storage",
+                pod(json!({
+                    "resources": {"requests": {"memory": "1Mi"}, "limits": {"memory": "2Mi"}},
+                    "containers": [container("", json!({"ephemeral-storage": "32Mi"}), json!({"ephemeral-storage": "64Mi"}))],
+                })),
+                vec![
+                    ("ephemeral-storage", "32Mi"),
+                    ("requests.ephemeral-storage", "32Mi"),
+                    ("limits.ephemeral-storage", "64Mi"),
+                    ("pods", "1"),
+                    ("requests.memory", "1Mi"),
+                    ("limits.memory", "2Mi"),
+                    ("memory", "1Mi"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            // Not upstream cases: sums, sidecars, pod-level overrides, DRA names.
+            (
+                "container sums keep the first format",
+                pod(json!({"containers": [
+                    container("a", json!({"cpu": "500m", "memory": "512Mi"}), json!(null)),
+                    container("b", json!({"cpu": "1", "memory": "1Gi"}), json!(null)),
+                ]})),
+                vec![
+                    ("requests.cpu", "1500m"),
+                    ("cpu", "1500m"),
+                    ("requests.memory", "1536Mi"),
+                    ("memory", "1536Mi"),
+                    ("pods", "1"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "sidecar before init container adds to it",
+                pod(json!({
+                    "initContainers": [
+                        {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}},
+                        container("init", json!({"cpu": "2"}), json!(null)),
+                    ],
+                    "containers": [container("main", json!({"cpu": "1"}), json!(null))],
+                })),
+                vec![
+                    ("requests.cpu", "3"),
+                    ("cpu", "3"),
+                    ("pods", "1"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "sidecar after init container only adds to the sum",
+                pod(json!({
+                    "initContainers": [
+                        container("init", json!({"cpu": "2"}), json!(null)),
+                        {"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}},
+                    ],
+                    "containers": [container("main", json!({"cpu": "1"}), json!(null))],
+                })),
+                vec![
+                    ("requests.cpu", "2"),
+                    ("cpu", "2"),
+                    ("pods", "1"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "pod-level requests override container sums, hugepages too",
+                pod(json!({
+                    "resources": {"requests": {"cpu": "3", "hugepages-2Mi": "4Mi"}, "limits": {"cpu": "4"}},
+                    "overhead": {"cpu": "250m"},
+                    "containers": [container("a", json!({"cpu": "1", "memory": "1Gi"}), json!({"cpu": "1"}))],
+                })),
+                vec![
+                    ("requests.cpu", "3250m"),
+                    ("cpu", "3250m"),
+                    ("limits.cpu", "4250m"),
+                    ("requests.memory", "1Gi"),
+                    ("memory", "1Gi"),
+                    ("hugepages-2Mi", "4Mi"),
+                    ("requests.hugepages-2Mi", "4Mi"),
+                    ("pods", "1"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "overhead does not raise a missing or zero limit",
+                pod(
+                    json!({"overhead": {"cpu": "1", "memory": "1Mi"}, "containers": [container("a", json!({"cpu": "1"}), json!({"memory": "0"}))]}),
+                ),
+                vec![
+                    ("requests.cpu", "2"),
+                    ("cpu", "2"),
+                    ("requests.memory", "1Mi"),
+                    ("memory", "1Mi"),
+                    ("limits.memory", "0"),
+                    ("pods", "1"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "implicit DRA extended resource and native prefixed names",
+                pod(
+                    json!({"containers": [container("a", json!({"deviceclass.resource.kubernetes.io/gpu": "2", "foo.kubernetes.io/bar": "1"}), json!(null))]}),
+                ),
+                vec![
+                    ("requests.deviceclass.resource.kubernetes.io/gpu", "2"),
+                    ("pods", "1"),
+                    ("count/pods", "1"),
+                ],
+            ),
+        ];
+        for (name, pod, expected) in cases {
+            let usage = pod_usage(&pod, &now());
+            assert_eq!(strings(&usage.list), want(&expected), "{name}");
+            assert!(usage.problems.is_empty(), "{name}: {:?}", usage.problems);
+        }
+    }
+
+    #[test]
+    fn pod_evaluator_usage_resource_resize() {
+        let with_status = |req: Value, lim: Value, status_requests: Value| {
+            from::<Pod>(json!({
+                "spec": {"containers": [container("", req, lim)]},
+                "status": {"containerStatuses": [status("", json!({"requests": status_requests}), json!(null))]},
+            }))
+        };
+        let cases = vec![
+            (
+                "verify Max(Container.Spec.Requests, ContainerStatus.Resources) for memory resource",
+                with_status(
+                    json!({"memory": "200Mi"}),
+                    json!({"memory": "400Mi"}),
+                    json!({"memory": "150Mi"}),
+                ),
+                vec![
+                    ("requests.memory", "200Mi"),
+                    ("limits.memory", "400Mi"),
+                    ("pods", "1"),
+                    ("memory", "200Mi"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "verify Max(Container.Spec.Requests, ContainerStatus.Resources) for CPU resource",
+                with_status(
+                    json!({"cpu": "100m"}),
+                    json!({"cpu": "200m"}),
+                    json!({"cpu": "150m"}),
+                ),
+                vec![
+                    ("requests.cpu", "150m"),
+                    ("limits.cpu", "200m"),
+                    ("pods", "1"),
+                    ("cpu", "150m"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "verify Max(Container.Spec.Requests, ContainerStatus.Resources) for CPU and memory resource",
+                with_status(
+                    json!({"cpu": "100m", "memory": "200Mi"}),
+                    json!({"cpu": "200m", "memory": "400Mi"}),
+                    json!({"cpu": "150m", "memory": "250Mi"}),
+                ),
+                vec![
+                    ("requests.cpu", "150m"),
+                    ("limits.cpu", "200m"),
+                    ("requests.memory", "250Mi"),
+                    ("limits.memory", "400Mi"),
+                    ("pods", "1"),
+                    ("cpu", "150m"),
+                    ("memory", "250Mi"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "verify Max(Container.Spec.Requests, ContainerStatus.Resources==nil) for CPU and memory resource",
+                from(json!({
+                    "spec": {"containers": [container("", json!({"cpu": "100m", "memory": "200Mi"}), json!({"cpu": "200m", "memory": "400Mi"}))]},
+                    "status": {"containerStatuses": [status("", json!(null), json!(null))]},
+                })),
+                vec![
+                    ("requests.cpu", "100m"),
+                    ("limits.cpu", "200m"),
+                    ("requests.memory", "200Mi"),
+                    ("limits.memory", "400Mi"),
+                    ("pods", "1"),
+                    ("cpu", "100m"),
+                    ("memory", "200Mi"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            // Not upstream: an infeasible resize ignores the spec, allocated counts.
+            (
+                "infeasible resize uses actuated and allocated",
+                from(json!({
+                    "spec": {"containers": [container("a", json!({"cpu": "4"}), json!({"cpu": "8"}))]},
+                    "status": {
+                        "conditions": [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}],
+                        "containerStatuses": [status("a", json!({"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}), json!({"cpu": "1500m"}))],
+                    },
+                })),
+                vec![
+                    ("requests.cpu", "1500m"),
+                    ("cpu", "1500m"),
+                    ("limits.cpu", "2"),
+                    ("pods", "1"),
+                    ("count/pods", "1"),
+                ],
+            ),
+            (
+                "allocated larger than spec during a resize",
+                from(json!({
+                    "spec": {"containers": [container("a", json!({"cpu": "1"}), json!(null))]},
+                    "status": {"containerStatuses": [status("a", json!(null), json!({"cpu": "2"}))]},
+                })),
+                vec![
+                    ("requests.cpu", "2"),
+                    ("cpu", "2"),
+                    ("pods", "1"),
+                    ("count/pods", "1"),
+                ],
+            ),
+        ];
+        for (name, pod, expected) in cases {
+            assert_eq!(
+                strings(&pod_usage(&pod, &now()).list),
+                want(&expected),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn pod_usage_skips_malformed_quantities() {
+        let p = pod(
+            json!({"containers": [container("a", json!({"cpu": "abc", "memory": "1Gi"}), json!(null))]}),
+        );
+        let usage = pod_usage(&p, &now());
+        assert_eq!(
+            strings(&usage.list),
+            want(&[
+                ("requests.memory", "1Gi"),
+                ("memory", "1Gi"),
+                ("pods", "1"),
+                ("count/pods", "1")
+            ])
+        );
+        assert_eq!(usage.problems.len(), 1, "{:?}", usage.problems);
+        assert!(
+            usage
+                .problems
+                .iter()
+                .all(|p| p.contains("spec.containers[0].resources.requests[cpu]"))
+        );
+    }
+
+    fn make_pod(name: &str, class: &str, cpu: Option<&str>, phase: &str) -> Pod {
+        let resources = cpu.map_or(
+            json!({}),
+            |c| json!({"requests": {"cpu": c}, "limits": {"cpu": c}}),
+        );
+        from(json!({
+            "metadata": {"name": name},
+            "spec": {"priorityClassName": class, "containers": [{"name": "", "resources": resources}]},
+            "status": {"phase": phase},
+        }))
+    }
+
+    #[test]
+    fn pod_evaluator_usage_stats() {
+        let high_in = || vec![selector("PriorityClass", "In", &["high-priority"])];
+        let cases: Vec<(&str, Vec<Pod>, QuotaScope, Pairs)> = vec![
+            ("nil case", vec![], QuotaScope::default(), vec![]),
+            (
+                "all pods in running state",
+                vec![
+                    make_pod("p1", "", Some("1"), "Running"),
+                    make_pod("p2", "", Some("1"), "Running"),
+                ],
+                QuotaScope::default(),
+                vec![
+                    ("pods", "2"),
+                    ("count/pods", "2"),
+                    ("cpu", "2"),
+                    ("requests.cpu", "2"),
+                    ("limits.cpu", "2"),
+                ],
+            ),
+            (
+                "one pods in terminal state",
+                vec![
+                    make_pod("p1", "", Some("1"), "Running"),
+                    make_pod("p2", "", Some("1"), "Succeeded"),
+                ],
+                QuotaScope::default(),
+                vec![
+                    ("pods", "1"),
+                    ("count/pods", "2"),
+                    ("cpu", "1"),
+                    ("requests.cpu", "1"),
+                    ("limits.cpu", "1"),
+                ],
+            ),
+            (
+                "partial pods matching quotaScopeSelector",
+                vec![
+                    make_pod("p1", "high-priority", Some("1"), "Running"),
+                    make_pod("p2", "high-priority", Some("1"), "Succeeded"),
+                    make_pod("p3", "low-priority", Some("1"), "Running"),
+                ],
+                scope_of(&[], high_in()),
+                vec![
+                    ("pods", "1"),
+                    ("count/pods", "2"),
+                    ("cpu", "1"),
+                    ("requests.cpu", "1"),
+                    ("limits.cpu", "1"),
+                ],
+            ),
+            (
+                "partial pods matching quotaScopeSelector - w/ scopeName specified",
+                vec![
+                    make_pod("p1", "high-priority", Some("1"), "Running"),
+                    make_pod("p2", "high-priority", Some("1"), "Succeeded"),
+                    make_pod("p3", "low-priority", Some("1"), "Running"),
+                ],
+                scope_of(&["PriorityClass"], high_in()),
+                vec![
+                    ("pods", "1"),
+                    ("count/pods", "2"),
+                    ("cpu", "1"),
+                    ("requests.cpu", "1"),
+                    ("limits.cpu", "1"),
+                ],
+            ),
+            (
+                "partial pods matching quotaScopeSelector - w/ multiple scopeNames specified",
+                vec![
+                    make_pod("p1", "high-priority", Some("1"), "Running"),
+                    make_pod("p2", "high-priority", Some("1"), "Succeeded"),
+                    make_pod("p3", "low-priority", Some("1"), "Running"),
+                    make_pod("p4", "high-priority", None, "Failed"),
+                ],
+                scope_of(&["PriorityClass", "BestEffort"], high_in()),
+                vec![("count/pods", "1")],
+            ),
+        ];
+        for (name, pods, scope, expected) in cases {
+            let got = sum_usage(
+                &pods,
+                &[],
+                |p| pod_usage(p, &now()),
+                |p| pod_matches_scope(p, &scope),
+            );
+            assert_eq!(strings(&got.list), want(&expected), "{name}");
+        }
+    }
+
+    #[test]
+    fn pod_evaluator_matching_scopes() {
+        let all = || {
+            vec![
+                selector("Terminating", "", &[]),
+                selector("NotTerminating", "", &[]),
+                selector("BestEffort", "", &[]),
+                selector("NotBestEffort", "", &[]),
+                selector("PriorityClass", "In", &["class1"]),
+                selector("CrossNamespacePodAffinity", "", &[]),
+            ]
+        };
+        let deadline = |affinity: Value| {
+            pod(json!({"containers": [], "activeDeadlineSeconds": 30, "affinity": affinity}))
+        };
+        let cases: Vec<(&str, Pod, Vec<ScopedResourceSelectorRequirement>, Vec<&str>)> = vec![
+            (
+                "EmptyPod",
+                pod(json!({"containers": []})),
+                all(),
+                vec!["NotTerminating", "BestEffort"],
+            ),
+            (
+                "PriorityClass",
+                pod(json!({"containers": [], "priorityClassName": "class1"})),
+                all(),
+                vec!["NotTerminating", "BestEffort", "PriorityClass"],
+            ),
+            (
+                "NotBestEffort",
+                pod(
+                    json!({"containers": [container("", json!({"cpu": "1", "memory": "50M", "example.com/dongle": "1"}), json!({"cpu": "2", "memory": "100M", "example.com/dongle": "1"}))]}),
+                ),
+                all(),
+                vec!["NotTerminating", "NotBestEffort"],
+            ),
+            (
+                "Terminating",
+                deadline(json!(null)),
+                all(),
+                vec!["Terminating", "BestEffort"],
+            ),
+            (
+                "OnlyTerminating",
+                deadline(json!(null)),
+                vec![selector("Terminating", "", &[])],
+                vec!["Terminating"],
+            ),
+            (
+                "CrossNamespaceRequiredAffinity",
+                deadline(
+                    json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {}, "namespaces": ["ns1"], "namespaceSelector": {}, "topologyKey": ""}]}}),
+                ),
+                all(),
+                vec!["Terminating", "BestEffort", "CrossNamespacePodAffinity"],
+            ),
+            (
+                "CrossNamespaceRequiredAffinityWithSlice",
+                deadline(
+                    json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {}, "namespaces": ["ns1"], "topologyKey": ""}]}}),
+                ),
+                all(),
+                vec!["Terminating", "BestEffort", "CrossNamespacePodAffinity"],
+            ),
+            (
+                "CrossNamespacePreferredAffinity",
+                deadline(
+                    json!({"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "podAffinityTerm": {"labelSelector": {}, "namespaces": ["ns2"], "namespaceSelector": {}, "topologyKey": ""}}]}}),
+                ),
+                all(),
+                vec!["Terminating", "BestEffort", "CrossNamespacePodAffinity"],
+            ),
+            (
+                "CrossNamespacePreferredAffinityWithSelector",
+                deadline(
+                    json!({"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "podAffinityTerm": {"labelSelector": {}, "namespaceSelector": {}, "topologyKey": ""}}]}}),
+                ),
+                all(),
+                vec!["Terminating", "BestEffort", "CrossNamespacePodAffinity"],
+            ),
+            (
+                "CrossNamespacePreferredAntiAffinity",
+                deadline(
+                    json!({"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "podAffinityTerm": {"labelSelector": {}, "namespaceSelector": {}, "topologyKey": ""}}]}}),
+                ),
+                all(),
+                vec!["Terminating", "BestEffort", "CrossNamespacePodAffinity"],
+            ),
+            (
+                "CrossNamespaceRequiredAntiAffinity",
+                deadline(
+                    json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {}, "namespaces": ["ns3"], "topologyKey": ""}]}}),
+                ),
+                all(),
+                vec!["Terminating", "BestEffort", "CrossNamespacePodAffinity"],
+            ),
+        ];
+        for (name, p, selectors, expected) in cases {
+            let got: Vec<String> = selectors
+                .into_iter()
+                .filter(|s| pod_matches_scope(&p, &scope_of(&[], vec![s.clone()])))
+                .map(|s| s.scope_name)
+                .collect();
+            assert_eq!(got, expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn pod_priority_class_operators_and_bad_selectors() {
+        let with_class = pod(json!({"containers": [], "priorityClassName": "high"}));
+        let without = pod(json!({"containers": []}));
+        let check = |sel: ScopedResourceSelectorRequirement| {
+            let scope = scope_of(&[], vec![sel]);
+            (
+                pod_matches_scope(&with_class, &scope),
+                pod_matches_scope(&without, &scope),
+            )
+        };
+        assert_eq!(
+            check(selector("PriorityClass", "In", &["high"])),
+            (true, false)
+        );
+        assert_eq!(
+            check(selector("PriorityClass", "NotIn", &["high"])),
+            (false, true)
+        );
+        assert_eq!(
+            check(selector("PriorityClass", "NotIn", &["low"])),
+            (true, true)
+        );
+        assert_eq!(
+            check(selector("PriorityClass", "Exists", &[])),
+            (true, false)
+        );
+        assert_eq!(
+            check(selector("PriorityClass", "DoesNotExist", &[])),
+            (false, true)
+        );
+        // spec.scopes entries are Exists requirements.
+        let scopes = parse_scope(&["PriorityClass".to_string()], None);
+        assert!(pod_matches_scope(&with_class, &scopes));
+        assert!(!pod_matches_scope(&without, &scopes));
+        // Selectors upstream cannot build match nothing, even for DoesNotExist-like cases.
+        assert_eq!(check(selector("PriorityClass", "In", &[])), (false, false));
+        assert_eq!(
+            check(selector("PriorityClass", "DoesNotExist", &["x"])),
+            (false, false)
+        );
+        assert_eq!(
+            check(selector("PriorityClass", "NotIn", &["not a label value"])),
+            (false, false)
+        );
+        assert_eq!(
+            check(selector("PriorityClass", "Bogus", &["high"])),
+            (false, false)
+        );
+        assert_eq!(
+            scope_of(&[], vec![selector("PriorityClass", "Bogus", &[])])
+                .selector_problems()
+                .len(),
+            1
+        );
+        // Other scopes ignore the operator; unknown scopes never match.
+        assert_eq!(
+            check(selector("NotTerminating", "Bogus", &[])),
+            (true, true)
+        );
+        assert_eq!(
+            check(selector("VolumeAttributesClass", "Exists", &[])),
+            (false, false)
+        );
+        // Sum with a broken selector: every name stays at zero.
+        let pods = vec![with_class.clone(), without.clone()];
+        let scope = scope_of(&[], vec![selector("PriorityClass", "In", &[])]);
+        let got = sum_usage(
+            &pods,
+            &["pods".to_string()],
+            |p| pod_usage(p, &now()),
+            |p| pod_matches_scope(p, &scope),
+        );
+        assert_eq!(strings(&got.list), want(&[("pods", "0")]));
+    }
+
+    #[test]
+    fn pod_evaluator_matching_resources() {
+        let input = [
+            "count/pods",
+            "pods",
+            "cpu",
+            "limits.memory",
+            "requests.storage",
+            "services",
+            "hugepages-2Mi",
+            "requests.hugepages-1Gi",
+            "requests.example.com/dongle",
+            "requests.deviceclass.resource.kubernetes.io/gpu",
+            "requests.foo.kubernetes.io/bar",
+            "example.com/dongle",
+            "configmaps",
+        ];
+        assert_eq!(
+            pod_matching(&input),
+            vec![
+                "count/pods",
+                "cpu",
+                "limits.memory",
+                "pods",
+                "hugepages-2Mi",
+                "requests.hugepages-1Gi",
+                "requests.example.com/dongle",
+                "requests.deviceclass.resource.kubernetes.io/gpu",
+            ]
+        );
+    }
+}
