@@ -16,9 +16,10 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ScopeSelector, ScopedResourceSelectorRequirement};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kcm::controllers::resourcequota::evaluator::pods::{pod_matches_scope, pod_usage};
+use kcm::controllers::resourcequota::evaluator::Snapshot;
+use kcm::controllers::resourcequota::evaluator::pods::{Pods, pod_matches_scope, pod_usage};
 use kcm::controllers::resourcequota::scope::{QuotaScope, parse_scope};
-use kcm::controllers::resourcequota::totals::{PodTally, Totals};
+use kcm::controllers::resourcequota::totals::Totals;
 use kcm::controllers::resourcequota::usage::sum_usage;
 use kcm::runtime::quantity::Format;
 use kcm::runtime::view::Pod;
@@ -154,6 +155,11 @@ impl World {
         Time(self.now)
     }
 
+    /// What the evaluators read at this moment.
+    fn at(&self) -> Snapshot<'static> {
+        Snapshot::at(self.time())
+    }
+
     fn build(&mut self, name: &str, shape: &PodShape, uid: Option<String>) -> Arc<Pod> {
         self.next_rv += 1;
         let uid = uid.unwrap_or_else(|| {
@@ -236,7 +242,7 @@ fn reference(world: &World, scope: &QuotaScope, resource: &str) -> (String, Vec<
 fn check(totals: &Totals<Pod>, world: &World, scope_index: usize) -> Result<(), TestCaseError> {
     let scope = scope(scope_index);
     let names: Vec<String> = RESOURCES.iter().map(|s| s.to_string()).collect();
-    let got = totals.usage(&PodTally, NS, &scope, &names, &world.time(), || {
+    let got = totals.usage(&Pods, NS, &scope, &names, &world.at(), || {
         world.store.values().cloned().collect()
     });
     let mut got_problems = got.problems.clone();
@@ -261,7 +267,7 @@ fn check(totals: &Totals<Pod>, world: &World, scope_index: usize) -> Result<(), 
 /// Tells the totals what the store holds for `name` now (what the informer's change feed does).
 fn refresh(totals: &Totals<Pod>, world: &World, name: &str) {
     let current = world.store.get(name).cloned();
-    totals.refresh(&PodTally, NS, name, current, &world.time());
+    totals.refresh(&Pods, NS, name, current, &world.at());
 }
 
 fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
@@ -345,10 +351,10 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     // The periodic full recompute finds nothing to correct.
     let in_use = HashMap::from([(NS.to_string(), (0..SCOPES).map(scope).collect())]);
     let drift = totals.verify(
-        &PodTally,
+        &Pods,
         &in_use,
         |_| world.store.values().cloned().collect(),
-        &world.time(),
+        &world.at(),
     );
     prop_assert_eq!(drift, 0, "drift after {:?}", queried);
     for s in 0..SCOPES {
@@ -394,7 +400,7 @@ fn mixed_formats_print_the_same_on_every_sync() {
         world.store.insert(name.to_string(), pod);
     }
     let names = vec!["requests.memory".to_string()];
-    let got = totals.usage(&PodTally, NS, &scope(0), &names, &world.time(), || {
+    let got = totals.usage(&Pods, NS, &scope(0), &names, &world.at(), || {
         world.store.values().cloned().collect()
     });
     assert_eq!(got.list["requests.memory"].to_string(), "1048577Ki");

@@ -19,38 +19,31 @@ mod testing;
 pub mod totals;
 pub mod usage;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, ResourceQuota, Service};
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim};
+use k8s_openapi::api::core::v1::ResourceQuota;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ApiResource};
 use kube::{Client, ResourceExt};
 use tokio::sync::{Notify, mpsc};
 
 use self::discovery::{Quotable, quotable, referenced_counts};
-use self::evaluator::object_count::{object_count_matching, object_count_names};
-use self::evaluator::persistentvolumeclaims::pvc_matching;
-use self::evaluator::pods::{pod_counts_for_quota, pod_is_terminating, pod_matching};
-use self::evaluator::resourceclaims::{ExtendedResourceCache, claim_matching};
-use self::evaluator::services::{quota_service_type, service_matching};
-use self::scope::{QuotaScope, parse_scope, unscoped_matches};
+use self::evaluator::object_count::ObjectCount;
+use self::evaluator::{REGISTRY, Registered, Replenish, Snapshot};
+use self::scope::{QuotaScope, parse_scope};
 use self::status::{candidates, hard_changed, needs_priority, next_status};
-use self::totals::{ClaimPeers, ClaimTally, PodTally, PvcTally, ServiceTally, Tally, Totals};
-use self::usage::{ResourceList, Usage, add_lists, mask_list, out_of_range_names};
-use super::{Context, ControllerEntry, ControllerError, Feed};
+use self::usage::{ResourceList, add_lists, mask_list, out_of_range_names};
+use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
 use crate::runtime::badinput::BadInput;
 use crate::runtime::counter::{CountChange, ObjectCounter};
 use crate::runtime::informer::{Change, Informer};
-use crate::runtime::quantity::{Format, Quantity};
+use crate::runtime::quantity::Quantity;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
-use crate::runtime::stored::Stored;
-use crate::runtime::view::Pod;
 use crate::runtime::writer::ApiWriter;
 
 const CONTROLLER: &str = "resourcequota-controller";
@@ -58,13 +51,6 @@ const PRIMARY: &str = "resourcequota_primary";
 const PRIORITY: &str = "resourcequota_priority";
 /// Upstream re-discovers quotable resources this often.
 const DISCOVERY_PERIOD: Duration = Duration::from_secs(30);
-/// Types the typed evaluators count; they never get an object counter.
-const TYPED: &[&str] = &[
-    "pods",
-    "services",
-    "persistentvolumeclaims",
-    "resourceclaims.resource.k8s.io",
-];
 
 pub const ENTRY: ControllerEntry = ControllerEntry {
     controller: Controller::ResourceQuota,
@@ -110,43 +96,14 @@ fn status_hard_names(quota: &ResourceQuota) -> Vec<String> {
     names_of(quota.status.as_ref().and_then(|s| s.hard.as_ref()))
 }
 
-/// One way of measuring usage, in upstream's registry order.
-#[derive(Clone)]
-enum Evaluator {
-    Pods,
-    Services,
-    PersistentVolumeClaims,
-    ResourceClaims,
-    /// Object counts of one type: its `count/…` name (and legacy alias), and its counter.
-    Count {
-        names: Vec<String>,
-        counter: Arc<ObjectCounter>,
-    },
-}
-
-type ClaimStores = (Arc<Informer<ResourceClaim>>, Arc<Informer<DeviceClass>>);
-/// The names an object counter answers for (`count/…` and a legacy alias), and the counter.
-type Counted = (Vec<String>, Arc<ObjectCounter>);
-
-/// Incremental usage of each typed evaluator.
-#[derive(Default)]
-struct QuotaTotals {
-    pods: Totals<Pod>,
-    services: Totals<Service>,
-    pvcs: Totals<PersistentVolumeClaim>,
-    claims: Totals<ResourceClaim, ExtendedResourceCache>,
-}
-
 #[derive(Clone)]
 struct Quota {
     quotas: Arc<Informer<ResourceQuota>>,
-    pods: Arc<Informer<Pod>>,
-    services: Arc<Informer<Service>>,
-    pvcs: Arc<Informer<PersistentVolumeClaim>>,
-    /// Claims and device classes, when the cluster serves resource.k8s.io/v1.
-    claims: Option<ClaimStores>,
-    /// Object counters by the name after `count/`.
-    counters: Arc<Mutex<HashMap<String, Counted>>>,
+    /// The typed evaluators of the types the cluster serves, in registry order.
+    typed: Arc<[Arc<dyn Registered>]>,
+    /// Object counts by the name after `count/`, in the order they follow the typed
+    /// evaluators.
+    counters: Arc<Mutex<BTreeMap<String, Arc<ObjectCount>>>>,
     /// Quotable resources from the last discovery, by the name after `count/`.
     quotable: Arc<Mutex<HashMap<String, ApiResource>>>,
     rediscover: Arc<Notify>,
@@ -156,7 +113,6 @@ struct Quota {
     ctx: Context,
     primary: WorkQueue<String>,
     priority: WorkQueue<String>,
-    totals: Arc<QuotaTotals>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -164,135 +120,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Quota {
-    fn now(&self) -> Time {
-        Time((self.ctx.clock)())
+    fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot::new(Time((self.ctx.clock)()), &self.ctx.informers)
     }
 
-    fn evaluators(&self) -> Vec<Evaluator> {
-        let mut all = vec![
-            Evaluator::Pods,
-            Evaluator::Services,
-            Evaluator::PersistentVolumeClaims,
-        ];
-        if self.claims.is_some() {
-            all.push(Evaluator::ResourceClaims);
-        }
-        let mut counts: Vec<_> = lock(&self.counters)
-            .iter()
-            .map(|(k, (names, c))| (k.clone(), names.clone(), c.clone()))
-            .collect();
-        counts.sort_by(|a, b| a.0.cmp(&b.0));
-        all.extend(
-            counts
-                .into_iter()
-                .map(|(_, names, counter)| Evaluator::Count { names, counter }),
-        );
-        all
-    }
-
-    fn device_classes(&self) -> ExtendedResourceCache {
-        match &self.claims {
-            Some((_, classes)) => {
-                let all = classes.store().state();
-                ExtendedResourceCache::from_classes(all.iter().map(|c| c.as_ref()))
-            }
-            None => ExtendedResourceCache::new(),
-        }
-    }
-
-    fn matching(
-        &self,
-        evaluator: &Evaluator,
-        names: &[String],
-        classes: &ExtendedResourceCache,
-    ) -> Vec<String> {
-        match evaluator {
-            Evaluator::Pods => pod_matching(names),
-            Evaluator::Services => service_matching(names),
-            Evaluator::PersistentVolumeClaims => pvc_matching(names),
-            Evaluator::ResourceClaims => claim_matching(names, classes),
-            Evaluator::Count { names: tracked, .. } => object_count_matching(tracked, names),
-        }
-    }
-
-    fn tracks(&self, name: &str) -> bool {
-        let classes = self.device_classes();
-        let names = [name.to_string()];
-        self.evaluators()
-            .iter()
-            .any(|e| !self.matching(e, &names, &classes).is_empty())
-    }
-
-    /// One evaluator's usage in `ns` for `names`.
-    fn usage(
-        &self,
-        evaluator: &Evaluator,
-        ns: &str,
-        scope: &QuotaScope,
-        names: &[String],
-        classes: &ExtendedResourceCache,
-    ) -> Result<Usage, String> {
-        let now = self.now();
-        let result = match evaluator {
-            Evaluator::Pods => self
-                .totals
-                .pods
-                .usage(&PodTally, ns, scope, names, &now, || {
-                    self.pods.in_namespace(ns)
-                }),
-            Evaluator::Services => {
-                self.totals
-                    .services
-                    .usage(&ServiceTally, ns, scope, names, &now, || {
-                        self.services.in_namespace(ns)
-                    })
-            }
-            Evaluator::PersistentVolumeClaims => {
-                self.totals
-                    .pvcs
-                    .usage(&PvcTally, ns, scope, names, &now, || {
-                        self.pvcs.in_namespace(ns)
-                    })
-            }
-            Evaluator::ResourceClaims => {
-                let Some((claims, _)) = &self.claims else {
-                    return Ok(Usage::default());
-                };
-                // Claims made for a pod's extended resources look up the namespace's pods and
-                // claims (the stores' own Arcs, no copies).
-                let peers =
-                    ClaimPeers::new(|| (self.pods.in_namespace(ns), claims.in_namespace(ns)));
-                let tally = ClaimTally {
-                    classes,
-                    peers: &peers,
-                };
-                self.totals
-                    .claims
-                    .usage(&tally, ns, scope, names, &now, || claims.in_namespace(ns))
-            }
-            Evaluator::Count { counter, .. } => {
-                if !counter.is_synced() {
-                    return Err(format!(
-                        "the count of {} is not known yet",
-                        names.join(", ")
-                    ));
-                }
-                let count = if unscoped_matches(scope) {
-                    i64::try_from(counter.count(ns)).unwrap_or(i64::MAX)
-                } else {
-                    0
-                };
-                let list = names
-                    .iter()
-                    .map(|n| (n.clone(), Quantity::from_integer(count, Format::DecimalSI)))
-                    .collect();
-                return Ok(Usage {
-                    list,
-                    problems: Vec::new(),
-                });
-            }
-        };
-        Ok(result)
+    /// Every evaluator in registry order: the typed ones, then the object counts.
+    fn evaluators(&self) -> Vec<Arc<dyn Registered>> {
+        let counts = lock(&self.counters);
+        let counts = counts.values().map(|c| c.clone() as Arc<dyn Registered>);
+        self.typed.iter().cloned().chain(counts).collect()
     }
 
     /// `CalculateUsage`: every evaluator's usage for the names it tracks; a failing evaluator's
@@ -318,24 +154,20 @@ impl Quota {
                     .report(&quota_key, &version, "invalid-quantity", &problem);
             }
         }
-        let classes = self.device_classes();
+        let at = self.snapshot();
         let evaluators = self.evaluators();
-        let mut remaining: Vec<String> = candidates(quota, |n| {
-            evaluators
-                .iter()
-                .any(|e| !self.matching(e, &[n.to_string()], &classes).is_empty())
-        });
+        let mut remaining: Vec<String> = candidates(quota, |n| tracked(&evaluators, n, &at));
         let mut total = ResourceList::new();
         let mut errors = Vec::new();
         // A total past the exact range would be a wrong (too low) status: such a name keeps
         // its previous value, or stays unset, which quota admission treats as unknown.
         let mut out_of_range = BTreeSet::new();
         for evaluator in &evaluators {
-            let names = self.matching(evaluator, &remaining, &classes);
+            let names = evaluator.matching(&remaining, &at);
             if names.is_empty() {
                 continue;
             }
-            match self.usage(evaluator, &ns, &scope, &names, &classes) {
+            match evaluator.usage(&ns, &scope, &names, &at) {
                 Ok(usage) => {
                     let sum = add_lists(&total, &usage.list);
                     let problems = usage.problems.iter().chain(&sum.problems);
@@ -380,23 +212,6 @@ impl Quota {
         }
     }
 
-    /// Runs `f` with the claim evaluator as the totals' updates need it (only claims evaluated
-    /// at sync look at the namespace's pods and claims, so none are listed) and the claim
-    /// store; `None` when the cluster serves no claims.
-    fn with_claim_tally<R>(
-        &self,
-        f: impl FnOnce(&ClaimTally<'_>, &Informer<ResourceClaim>) -> R,
-    ) -> Option<R> {
-        let (claims, _) = self.claims.as_ref()?;
-        let classes = self.device_classes();
-        let peers = ClaimPeers::new(Default::default);
-        let tally = ClaimTally {
-            classes: &classes,
-            peers: &peers,
-        };
-        Some(f(&tally, claims))
-    }
-
     /// The periodic safety net: recomputes the incremental totals in full, counts drift and
     /// rebuilds them from the stores (keeping only namespaces and scopes quotas use).
     fn verify_totals(&self) {
@@ -407,34 +222,9 @@ impl Quota {
                 .or_default()
                 .push(quota_scope(&quota));
         }
-        let (now, t) = (self.now(), &self.totals);
-        let mut drift = vec![
-            (
-                "pods",
-                t.pods
-                    .verify(&PodTally, &in_use, |ns| self.pods.in_namespace(ns), &now),
-            ),
-            (
-                "services",
-                t.services.verify(
-                    &ServiceTally,
-                    &in_use,
-                    |ns| self.services.in_namespace(ns),
-                    &now,
-                ),
-            ),
-            (
-                "persistentvolumeclaims",
-                t.pvcs
-                    .verify(&PvcTally, &in_use, |ns| self.pvcs.in_namespace(ns), &now),
-            ),
-        ];
-        let claims = self.with_claim_tally(|tally, claims| {
-            t.claims
-                .verify(tally, &in_use, |ns| claims.in_namespace(ns), &now)
-        });
-        drift.extend(claims.map(|found| ("resourceclaims.resource.k8s.io", found)));
-        for (resource, found) in drift.into_iter().filter(|(_, n)| *n > 0) {
+        let at = self.snapshot();
+        let drift = self.typed.iter().filter_map(|e| e.verify(&in_use, &at));
+        for (resource, found) in drift.filter(|(_, n)| *n > 0) {
             tracing::warn!(
                 resource,
                 sums = found,
@@ -451,7 +241,8 @@ impl Quota {
     /// upstream's addQuota: which lane a new or re-specified quota goes to.
     fn route(&self, quota: &ResourceQuota) {
         self.ensure_counters(hard_names(quota).iter());
-        if needs_priority(quota, |n| self.tracks(n)) {
+        let (at, evaluators) = (self.snapshot(), self.evaluators());
+        if needs_priority(quota, |n| tracked(&evaluators, n, &at)) {
             self.priority.add(key(quota));
         } else {
             self.primary.add(key(quota));
@@ -475,11 +266,10 @@ impl Quota {
     }
 
     /// Replenishment: the quotas of `ns` whose `status.hard` names something `evaluator` tracks.
-    fn replenish(&self, ns: &str, evaluator: &Evaluator) {
-        let classes = self.device_classes();
+    fn replenish(&self, ns: &str, evaluator: &dyn Registered, at: &Snapshot) {
         for quota in self.quotas.in_namespace(ns) {
-            if !self
-                .matching(evaluator, &status_hard_names(&quota), &classes)
+            if !evaluator
+                .matching(&status_hard_names(&quota), at)
                 .is_empty()
             {
                 self.primary.add(key(&quota));
@@ -493,7 +283,8 @@ impl Quota {
         let wanted = referenced_counts(names);
         let quotable = lock(&self.quotable).clone();
         let mut counters = lock(&self.counters);
-        for resource in wanted.iter().filter(|r| !TYPED.contains(&r.as_str())) {
+        let typed = |r: &String| REGISTRY.iter().any(|e| e.resource == r);
+        for resource in wanted.iter().filter(|r| !typed(r)) {
             if counters.contains_key(resource) {
                 continue;
             }
@@ -511,10 +302,11 @@ impl Quota {
             );
             counters.insert(
                 resource.clone(),
-                (
-                    object_count_names(&api_resource.group, &api_resource.plural),
+                Arc::new(ObjectCount::new(
+                    &api_resource.group,
+                    &api_resource.plural,
                     counter,
-                ),
+                )),
             );
         }
     }
@@ -528,7 +320,7 @@ impl Quota {
             .iter()
             .flat_map(|q| referenced_counts(hard_names(q).iter()))
             .collect();
-        lock(&self.counters).retain(|resource, (_, counter)| {
+        lock(&self.counters).retain(|resource, counter| {
             let keep = referenced.contains(resource);
             if !keep {
                 counter.stop();
@@ -571,22 +363,12 @@ fn quota_scope(quota: &ResourceQuota) -> QuotaScope {
     )
 }
 
-/// Applies an object change to `totals`: they count what the store holds now.
-fn refresh<T: Tally>(
-    totals: &Totals<T::Object, T::Context>,
-    tally: &T,
-    informer: &Informer<T::Object>,
-    change: &Change<T::Object>,
-    now: &Time,
-) where
-    T::Object: Stored,
-{
-    let Some(object) = object_of(change) else {
-        return;
-    };
-    let (ns, name) = (object.namespace().unwrap_or_default(), object.name_any());
-    let current = informer.store().get(&ns, &name);
-    totals.refresh(tally, &ns, &name, current, now);
+/// Whether some evaluator covers the quota resource `name`.
+fn tracked(evaluators: &[Arc<dyn Registered>], name: &str, at: &Snapshot) -> bool {
+    let names = [name.to_string()];
+    evaluators
+        .iter()
+        .any(|e| !e.matching(&names, at).is_empty())
 }
 
 /// Every namespaced resource that supports create, list, watch and delete.
@@ -613,44 +395,13 @@ async fn discover_quotable(client: &Client) -> Result<Vec<Quotable>, kube::Error
     Ok(found)
 }
 
-/// upstream's DefaultUpdateFilter for pods: usage may have changed.
-fn pod_update_matters(old: &Pod, new: &Pod, now: &Time) -> bool {
-    let resources = |p: &Pod| {
-        p.status.as_ref().map(|s| {
-            let statuses = s
-                .container_statuses
-                .iter()
-                .chain(s.init_container_statuses.iter())
-                .flatten();
-            statuses
-                .map(|c| (c.name.clone(), c.resources.clone()))
-                .collect::<Vec<_>>()
-        })
-    };
-    pod_counts_for_quota(old, now) != pod_counts_for_quota(new, now)
-        || pod_is_terminating(old) != pod_is_terminating(new)
-        || resources(old) != resources(new)
-}
-
 async fn run(ctx: Context) -> Result<(), ControllerError> {
-    let informers = &ctx.informers;
-    let claims_served = ctx
-        .client
-        .list_api_group_resources("resource.k8s.io/v1")
-        .await
-        .is_ok();
+    let quotas = ctx.informers.get::<ResourceQuota>();
+    let typed = evaluator::start(&ctx.client, &ctx.informers).await;
     let (count_tx, mut count_rx) = mpsc::unbounded_channel();
     let quota = Quota {
-        quotas: informers.get::<ResourceQuota>(),
-        pods: informers.get::<Pod>(),
-        services: informers.get::<Service>(),
-        pvcs: informers.get::<PersistentVolumeClaim>(),
-        claims: claims_served.then(|| {
-            (
-                informers.get::<ResourceClaim>(),
-                informers.get::<DeviceClass>(),
-            )
-        }),
+        quotas,
+        typed: typed.into(),
         counters: Arc::default(),
         quotable: Arc::default(),
         rediscover: Arc::new(Notify::new()),
@@ -660,66 +411,23 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         ctx: ctx.clone(),
         primary: WorkQueue::new(PRIMARY, &ctx.metrics.workqueue),
         priority: WorkQueue::new(PRIORITY, &ctx.metrics.workqueue),
-        totals: Arc::default(),
     };
     quota.discover().await;
 
-    let mut feeds = Vec::new();
     let q = quota.clone();
-    feeds.push(subscribe(&quota, move |c: Change<ResourceQuota>| {
-        q.on_quota(c)
-    }));
+    let mut feeds = vec![
+        ctx.subscribe(&quota.primary, move |c: Change<ResourceQuota>, _| {
+            q.on_quota(c)
+        }),
+    ];
     let q = quota.clone();
-    feeds.push(subscribe(&quota, move |c: Change<Pod>| {
-        let now = q.now();
-        refresh(&q.totals.pods, &PodTally, &q.pods, &c, &now);
-        let relevant = match &c {
-            Change::Added(_) | Change::Deleted(_) => true,
-            Change::Updated { old, new } => pod_update_matters(old, new, &now),
-            Change::Synced => false,
-        };
-        if let (true, Some(pod)) = (relevant, object_of(&c)) {
-            q.replenish(&pod.namespace().unwrap_or_default(), &Evaluator::Pods);
-        }
-    }));
-    let q = quota.clone();
-    feeds.push(subscribe(&quota, move |c: Change<Service>| {
-        refresh(&q.totals.services, &ServiceTally, &q.services, &c, &q.now());
-        let relevant = match &c {
-            Change::Updated { old, new } => quota_service_type(old) != quota_service_type(new),
-            other => !matches!(other, Change::Synced),
-        };
-        if let (true, Some(svc)) = (relevant, object_of(&c)) {
-            q.replenish(&svc.namespace().unwrap_or_default(), &Evaluator::Services);
-        }
-    }));
-    let q = quota.clone();
-    // Upstream's PVC update filter is effectively always true (see the notes).
-    feeds.push(subscribe(
-        &quota,
-        move |c: Change<PersistentVolumeClaim>| {
-            refresh(&q.totals.pvcs, &PvcTally, &q.pvcs, &c, &q.now());
-            if let Some(pvc) = object_of(&c) {
-                q.replenish(
-                    &pvc.namespace().unwrap_or_default(),
-                    &Evaluator::PersistentVolumeClaims,
-                );
-            }
-        },
-    ));
-    if quota.claims.is_some() {
-        let q = quota.clone();
-        feeds.push(subscribe(&quota, move |c: Change<ResourceClaim>| {
-            q.with_claim_tally(|tally, claims| {
-                refresh(&q.totals.claims, tally, claims, &c, &q.now())
-            });
-            if let (false, Some(claim)) = (matches!(c, Change::Updated { .. }), object_of(&c)) {
-                q.replenish(
-                    &claim.namespace().unwrap_or_default(),
-                    &Evaluator::ResourceClaims,
-                );
-            }
-        }));
+    let replenish: Replenish = Arc::new(move |ns, evaluator, at| q.replenish(ns, evaluator, at));
+    for evaluator in quota.typed.iter() {
+        feeds.extend(
+            evaluator
+                .clone()
+                .watch(&ctx, &quota.primary, replenish.clone()),
+        );
     }
     let (tasks, synced): (Vec<_>, Vec<_>) = feeds.into_iter().unzip();
     ctx.wait_synced(synced).await;
@@ -734,15 +442,11 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
                 change = count_rx.recv() => change,
             };
             let Some(change) = change else { break };
-            let evaluator = lock(&q.counters)
-                .get(&change.resource)
-                .map(|(names, counter)| Evaluator::Count {
-                    names: names.clone(),
-                    counter: counter.clone(),
-                });
+            let evaluator = lock(&q.counters).get(&change.resource).cloned();
             let Some(evaluator) = evaluator else { continue };
+            let at = q.snapshot();
             match change.namespace {
-                Some(ns) => q.replenish(&ns, &evaluator),
+                Some(ns) => q.replenish(&ns, &*evaluator, &at),
                 // First complete list: every quota counting the type can be computed now.
                 None => {
                     let namespaces: BTreeSet<String> = q
@@ -753,7 +457,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
                         .filter_map(|quota| quota.namespace())
                         .collect();
                     for ns in namespaces {
-                        q.replenish(&ns, &evaluator);
+                        q.replenish(&ns, &*evaluator, &at);
                     }
                 }
             }
@@ -813,22 +517,4 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
             .map_err(|e| ControllerError::Failed(e.to_string()))?;
     }
     Ok(())
-}
-
-fn object_of<K>(change: &Change<K>) -> Option<&Arc<K>> {
-    match change {
-        Change::Added(k) | Change::Deleted(k) | Change::Updated { new: k, .. } => Some(k),
-        Change::Synced => None,
-    }
-}
-
-/// Subscribes a handler to `K`'s informer; the quota lanes are fed directly (there is no
-/// per-type queue), so the feed's own queue only carries its shutdown.
-fn subscribe<K: Stored>(
-    quota: &Quota,
-    mut on_change: impl FnMut(Change<K>) + Send + 'static,
-) -> Feed {
-    quota
-        .ctx
-        .subscribe(&quota.primary, move |change, _| on_change(change))
 }

@@ -31,141 +31,12 @@ use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::runtime::view::Pod;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
-use k8s_openapi::api::resource::v1::ResourceClaim;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Resource;
 
-use super::evaluator::persistentvolumeclaims::{pvc_matches_scope, pvc_usage};
-use super::evaluator::pods::{pod_matches_scope, pod_usage};
-use super::evaluator::resourceclaims::{
-    ExtendedResourceCache, SliceClaimLookup, claim_usage, extended_claim_pod_owner,
-};
-use super::evaluator::services::service_usage;
-use super::scope::{QuotaScope, unscoped_matches};
+use super::evaluator::{Evaluator, Snapshot};
+use super::scope::QuotaScope;
 use super::usage::{ResourceList, Usage, sum_usage};
 use crate::runtime::quantity::{Format, Quantity};
-
-/// One evaluator, as the totals need it.
-pub trait Tally {
-    type Object: Resource;
-    /// What an object's usage depends on besides the object (e.g. the device classes);
-    /// when it changes, every sum is rebuilt.
-    type Context: Clone + PartialEq;
-    fn context(&self) -> &Self::Context;
-    /// Whether the object's usage may change without a new version of it (clock, other
-    /// objects): it is then evaluated at each sync instead of summed.
-    fn volatile(&self, object: &Self::Object) -> bool;
-    fn usage(&self, object: &Self::Object, now: &Time) -> Usage;
-    fn matches(&self, object: &Self::Object, scope: &QuotaScope) -> bool;
-}
-
-pub struct PodTally;
-
-impl Tally for PodTally {
-    type Object = Pod;
-    type Context = ();
-    fn context(&self) -> &() {
-        &()
-    }
-    /// Only a pod with a deletionTimestamp can stop counting as time passes.
-    fn volatile(&self, pod: &Pod) -> bool {
-        pod.metadata.deletion_timestamp.is_some()
-    }
-    fn usage(&self, pod: &Pod, now: &Time) -> Usage {
-        pod_usage(pod, now)
-    }
-    fn matches(&self, pod: &Pod, scope: &QuotaScope) -> bool {
-        pod_matches_scope(pod, scope)
-    }
-}
-
-pub struct ServiceTally;
-
-impl Tally for ServiceTally {
-    type Object = Service;
-    type Context = ();
-    fn context(&self) -> &() {
-        &()
-    }
-    fn volatile(&self, _: &Service) -> bool {
-        false
-    }
-    fn usage(&self, svc: &Service, _: &Time) -> Usage {
-        service_usage(svc)
-    }
-    fn matches(&self, _: &Service, scope: &QuotaScope) -> bool {
-        unscoped_matches(scope)
-    }
-}
-
-pub struct PvcTally;
-
-impl Tally for PvcTally {
-    type Object = PersistentVolumeClaim;
-    type Context = ();
-    fn context(&self) -> &() {
-        &()
-    }
-    fn volatile(&self, _: &PersistentVolumeClaim) -> bool {
-        false
-    }
-    fn usage(&self, pvc: &PersistentVolumeClaim, _: &Time) -> Usage {
-        pvc_usage(pvc)
-    }
-    fn matches(&self, pvc: &PersistentVolumeClaim, scope: &QuotaScope) -> bool {
-        pvc_matches_scope(pvc, scope)
-    }
-}
-
-type PodsAndClaims = (Vec<Arc<Pod>>, Vec<Arc<ResourceClaim>>);
-
-/// The pods and claims of a namespace, listed on first use: only claims made for a pod's
-/// extended resources look at them.
-pub struct ClaimPeers<'a> {
-    load: Box<dyn Fn() -> PodsAndClaims + 'a>,
-    loaded: OnceCell<PodsAndClaims>,
-}
-
-impl<'a> ClaimPeers<'a> {
-    pub fn new(load: impl Fn() -> PodsAndClaims + 'a) -> Self {
-        Self {
-            load: Box::new(load),
-            loaded: OnceCell::new(),
-        }
-    }
-
-    fn get(&self) -> &PodsAndClaims {
-        self.loaded.get_or_init(&self.load)
-    }
-}
-
-pub struct ClaimTally<'a> {
-    pub classes: &'a ExtendedResourceCache,
-    pub peers: &'a ClaimPeers<'a>,
-}
-
-impl Tally for ClaimTally<'_> {
-    type Object = ResourceClaim;
-    type Context = ExtendedResourceCache;
-    fn context(&self) -> &ExtendedResourceCache {
-        self.classes
-    }
-    /// A pod's extended-resource claim is offset by the pod's usage (which can change with
-    /// the pod and the clock); any other claim's usage depends on itself and the classes.
-    fn volatile(&self, claim: &ResourceClaim) -> bool {
-        extended_claim_pod_owner(claim).is_some()
-    }
-    fn usage(&self, claim: &ResourceClaim, now: &Time) -> Usage {
-        let (pods, claims) = self.peers.get();
-        let lookup = SliceClaimLookup { pods, claims };
-        claim_usage(claim, self.classes, &lookup, now)
-    }
-    fn matches(&self, _: &ResourceClaim, scope: &QuotaScope) -> bool {
-        unscoped_matches(scope)
-    }
-}
 
 /// Partial sums by format, added in this order (see the module notes).
 const FORMATS: [Format; 3] = [Format::BinarySI, Format::DecimalSI, Format::DecimalExponent];
@@ -289,12 +160,12 @@ struct Namespace<K> {
 }
 
 impl<K: Resource> Namespace<K> {
-    fn from_objects<T: Tally<Object = K>>(tally: &T, objects: Vec<Arc<K>>) -> Self {
+    fn from_objects<E: Evaluator<Object = K>>(evaluator: &E, objects: Vec<Arc<K>>) -> Self {
         let objects: HashMap<String, Arc<K>> =
             objects.into_iter().map(|o| (name_of(&*o), o)).collect();
         let volatile = objects
             .iter()
-            .filter(|(_, o)| tally.volatile(o))
+            .filter(|(_, o)| evaluator.volatile(o))
             .map(|(n, _)| n.clone())
             .collect();
         Self {
@@ -305,26 +176,31 @@ impl<K: Resource> Namespace<K> {
     }
 
     /// A scope-set's sums, computed in full from the objects.
-    fn build<T: Tally<Object = K>>(&self, tally: &T, scope: QuotaScope, now: &Time) -> Entry {
+    fn build<E: Evaluator<Object = K>>(
+        &self,
+        evaluator: &E,
+        scope: QuotaScope,
+        at: &Snapshot,
+    ) -> Entry {
         let mut entry = Entry::new(scope);
         for (name, object) in &self.objects {
-            if !self.volatile.contains(name) && tally.matches(object, &entry.scope) {
-                entry.change(name, &tally.usage(object, now), true);
+            if !self.volatile.contains(name) && evaluator.matches(object, &entry.scope) {
+                entry.change(name, &evaluator.usage(object, at), true);
             }
         }
         entry
     }
 
     /// Adds (or subtracts) one object's usage to every scope-set it matches.
-    fn count<T: Tally<Object = K>>(
+    fn count<E: Evaluator<Object = K>>(
         &mut self,
-        tally: &T,
+        evaluator: &E,
         name: &str,
         object: &K,
         add: bool,
-        now: &Time,
+        at: &Snapshot,
     ) {
-        if tally.volatile(object) {
+        if evaluator.volatile(object) {
             if add {
                 self.volatile.insert(name.to_string());
             } else {
@@ -334,20 +210,20 @@ impl<K: Resource> Namespace<K> {
         }
         let usage = OnceCell::new();
         for entry in self.scopes.values_mut() {
-            if tally.matches(object, &entry.scope) {
-                entry.change(name, usage.get_or_init(|| tally.usage(object, now)), add);
+            if evaluator.matches(object, &entry.scope) {
+                entry.change(name, usage.get_or_init(|| evaluator.usage(object, at)), add);
             }
         }
     }
 
     /// The sums plus the volatile objects, as `sum_usage` would give them; `None` when a
     /// value leaves the exact range.
-    fn answer<T: Tally<Object = K>>(
+    fn answer<E: Evaluator<Object = K>>(
         &self,
-        tally: &T,
+        evaluator: &E,
         entry: &Entry,
         names: &[String],
-        now: &Time,
+        at: &Snapshot,
     ) -> Option<Usage> {
         if entry.overflow {
             return None;
@@ -370,10 +246,10 @@ impl<K: Resource> Namespace<K> {
         }
         for name in &self.volatile {
             let object = self.objects.get(name)?;
-            if !tally.matches(object, &entry.scope) {
+            if !evaluator.matches(object, &entry.scope) {
                 continue;
             }
-            let usage = tally.usage(object, now);
+            let usage = evaluator.usage(object, at);
             problems.extend(usage.problems);
             for (resource, q) in usage.list {
                 add(&mut list, &resource, q)?;
@@ -383,19 +259,19 @@ impl<K: Resource> Namespace<K> {
     }
 
     /// `sum_usage` over every object, in name order.
-    fn full<T: Tally<Object = K>>(
+    fn full<E: Evaluator<Object = K>>(
         &self,
-        tally: &T,
+        evaluator: &E,
         scope: &QuotaScope,
         names: &[String],
-        now: &Time,
+        at: &Snapshot,
     ) -> Usage {
         let sorted: BTreeMap<&String, &Arc<K>> = self.objects.iter().collect();
         sum_usage(
             sorted.into_values().map(|o| &**o),
             names,
-            |o| tally.usage(o, now),
-            |o| tally.matches(o, scope),
+            |o| evaluator.usage(o, at),
+            |o| evaluator.matches(o, scope),
         )
     }
 }
@@ -428,26 +304,31 @@ impl<K, C> Default for Totals<K, C> {
 }
 
 impl<K: Resource, C: Clone + PartialEq> Totals<K, C> {
-    /// The totals, emptied first when the tally's context differs from theirs.
-    fn lock<T: Tally<Object = K, Context = C>>(&self, tally: &T) -> MutexGuard<'_, Inner<K, C>> {
+    /// The totals, emptied first when the evaluator's context differs from theirs.
+    fn lock<E: Evaluator<Object = K, Context = C>>(
+        &self,
+        evaluator: &E,
+        at: &Snapshot,
+    ) -> MutexGuard<'_, Inner<K, C>> {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if inner.context.as_ref() != Some(tally.context()) {
+        let context = evaluator.context(at);
+        if inner.context.as_ref() != Some(&context) {
             inner.namespaces.clear();
-            inner.context = Some(tally.context().clone());
+            inner.context = Some(context);
         }
         inner
     }
 
     /// Object `namespace/name` changed: the store now holds `current` (`None`: deleted).
-    pub fn refresh<T: Tally<Object = K, Context = C>>(
+    pub fn refresh<E: Evaluator<Object = K, Context = C>>(
         &self,
-        tally: &T,
+        evaluator: &E,
         namespace: &str,
         name: &str,
         current: Option<Arc<K>>,
-        now: &Time,
+        at: &Snapshot,
     ) {
-        let mut inner = self.lock(tally);
+        let mut inner = self.lock(evaluator, at);
         let Some(ns) = inner.namespaces.get_mut(namespace) else {
             return;
         };
@@ -463,11 +344,11 @@ impl<K: Resource, C: Clone + PartialEq> Totals<K, C> {
             _ => {}
         }
         if let Some(old) = counted {
-            ns.count(tally, name, &old, false, now);
+            ns.count(evaluator, name, &old, false, at);
             ns.objects.remove(name);
         }
         if let Some(new) = current {
-            ns.count(tally, name, &new, true, now);
+            ns.count(evaluator, name, &new, true, at);
             ns.objects.insert(name.to_string(), new);
         }
     }
@@ -475,45 +356,45 @@ impl<K: Resource, C: Clone + PartialEq> Totals<K, C> {
     /// An evaluator's usage of `names` in `namespace` for quotas with `scope`: what
     /// `sum_usage` over the namespace's objects gives. `objects` lists the namespace from the
     /// store, for its first sync.
-    pub fn usage<T: Tally<Object = K, Context = C>>(
+    pub fn usage<E: Evaluator<Object = K, Context = C>>(
         &self,
-        tally: &T,
+        evaluator: &E,
         namespace: &str,
         scope: &QuotaScope,
         names: &[String],
-        now: &Time,
+        at: &Snapshot,
         objects: impl FnOnce() -> Vec<Arc<K>>,
     ) -> Usage {
-        let mut inner = self.lock(tally);
+        let mut inner = self.lock(evaluator, at);
         let ns = inner
             .namespaces
             .entry(namespace.to_string())
-            .or_insert_with(|| Namespace::from_objects(tally, objects()));
+            .or_insert_with(|| Namespace::from_objects(evaluator, objects()));
         let key = scope_key(scope);
         let rebuild = ns.scopes.get(&key).is_none_or(|e| e.overflow);
         if rebuild {
-            let entry = ns.build(tally, scope.clone(), now);
+            let entry = ns.build(evaluator, scope.clone(), at);
             ns.scopes.insert(key.clone(), entry);
         }
         let answer = ns
             .scopes
             .get(&key)
-            .and_then(|entry| ns.answer(tally, entry, names, now));
-        answer.unwrap_or_else(|| ns.full(tally, scope, names, now))
+            .and_then(|entry| ns.answer(evaluator, entry, names, at));
+        answer.unwrap_or_else(|| ns.full(evaluator, scope, names, at))
     }
 
     /// The safety net: recomputes every tracked sum in full from the objects it counted and
     /// returns how many differed (drift, which should never happen); then rebuilds the
     /// totals from the store (`objects` lists a namespace), keeping only the namespaces and
     /// scope-sets in `in_use`.
-    pub fn verify<T: Tally<Object = K, Context = C>>(
+    pub fn verify<E: Evaluator<Object = K, Context = C>>(
         &self,
-        tally: &T,
+        evaluator: &E,
         in_use: &HashMap<String, Vec<QuotaScope>>,
         objects: impl Fn(&str) -> Vec<Arc<K>>,
-        now: &Time,
+        at: &Snapshot,
     ) -> u64 {
-        let mut inner = self.lock(tally);
+        let mut inner = self.lock(evaluator, at);
         inner.namespaces.retain(|ns, _| in_use.contains_key(ns));
         let mut drift = 0u64;
         for (name, ns) in inner.namespaces.iter_mut() {
@@ -525,12 +406,12 @@ impl<K: Resource, C: Clone + PartialEq> Totals<K, C> {
                 .collect();
             ns.scopes.retain(|key, _| scopes.contains_key(key));
             for entry in ns.scopes.values() {
-                let full = ns.build(tally, entry.scope.clone(), now);
+                let full = ns.build(evaluator, entry.scope.clone(), at);
                 drift = drift.saturating_add(entry.differences(&full));
             }
-            let mut fresh = Namespace::from_objects(tally, objects(name));
+            let mut fresh = Namespace::from_objects(evaluator, objects(name));
             for (key, entry) in &ns.scopes {
-                let rebuilt = fresh.build(tally, entry.scope.clone(), now);
+                let rebuilt = fresh.build(evaluator, entry.scope.clone(), at);
                 fresh.scopes.insert(key.clone(), rebuilt);
             }
             *ns = fresh;
@@ -546,13 +427,22 @@ fn same_version<K: Resource>(a: &K, b: &K) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::resource::v1::DeviceClass;
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Service};
+    use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::jiff::Timestamp;
     use serde::de::DeserializeOwned;
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::controllers::resourcequota::evaluator::persistentvolumeclaims::PersistentVolumeClaims;
+    use crate::controllers::resourcequota::evaluator::pods::{Pods, pod_usage};
+    use crate::controllers::resourcequota::evaluator::resourceclaims::{
+        ExtendedResourceCache, ResourceClaims,
+    };
+    use crate::controllers::resourcequota::evaluator::services::Services;
     use crate::controllers::resourcequota::scope::parse_scope;
+    use crate::runtime::view::Pod;
 
     fn from<K: DeserializeOwned>(value: Value) -> Arc<K> {
         Arc::new(serde_json::from_value(value).expect("valid object"))
@@ -565,6 +455,10 @@ mod tests {
 
     fn now() -> Time {
         Time(Timestamp::from_second(1_700_000_000).expect("valid timestamp"))
+    }
+
+    fn at() -> Snapshot<'static> {
+        Snapshot::at(now())
     }
 
     fn strings(names: &[&str]) -> Vec<String> {
@@ -594,9 +488,7 @@ mod tests {
         let mut store = vec![service("a", 1, "ClusterIP", 1)];
         let ask = |store: &Vec<Arc<Service>>| {
             printed(
-                &totals.usage(&ServiceTally, "ns", &scope, &names, &now(), || {
-                    store.clone()
-                }),
+                &totals.usage(&Services, "ns", &scope, &names, &at(), || store.clone()),
                 &names,
             )
         };
@@ -611,10 +503,10 @@ mod tests {
         );
         let b = service("b", 2, "LoadBalancer", 3);
         store.push(b.clone());
-        totals.refresh(&ServiceTally, "ns", "b", Some(b), &now());
+        totals.refresh(&Services, "ns", "b", Some(b), &at());
         let a = service("a", 3, "NodePort", 2);
         store[0] = a.clone();
-        totals.refresh(&ServiceTally, "ns", "a", Some(a), &now());
+        totals.refresh(&Services, "ns", "a", Some(a), &at());
         assert_eq!(
             ask(&store),
             [
@@ -625,7 +517,7 @@ mod tests {
             .map(|(a, b)| (a.to_string(), b.to_string()))
         );
         store.remove(1);
-        totals.refresh(&ServiceTally, "ns", "b", None, &now());
+        totals.refresh(&Services, "ns", "b", None, &at());
         assert_eq!(
             ask(&store),
             [
@@ -637,7 +529,7 @@ mod tests {
         );
         // Any scope: services never match, whatever they are.
         let scoped = parse_scope(&strings(&["BestEffort"]), None);
-        let got = totals.usage(&ServiceTally, "ns", &scoped, &names, &now(), Vec::new);
+        let got = totals.usage(&Services, "ns", &scoped, &names, &at(), Vec::new);
         assert!(got.list.values().all(Quantity::is_zero), "{got:?}");
     }
 
@@ -679,7 +571,7 @@ mod tests {
         let list = || store.clone();
         let ask = |scope: &QuotaScope| {
             printed(
-                &totals.usage(&PvcTally, "ns", scope, &names, &now(), list),
+                &totals.usage(&PersistentVolumeClaims, "ns", scope, &names, &at(), list),
                 &names,
             )
         };
@@ -687,11 +579,11 @@ mod tests {
         assert_eq!(ask(&gold_vac)[0].1, "1Gi");
         // `a` moves to another class and loses its VolumeAttributesClass.
         totals.refresh(
-            &PvcTally,
+            &PersistentVolumeClaims,
             "ns",
             "a",
             Some(pvc("a", 3, "silver", "2Gi", None)),
-            &now(),
+            &at(),
         );
         assert_eq!(
             ask(&all),
@@ -713,14 +605,12 @@ mod tests {
             "requests": [{ "name": "r", "exactly": { "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2 } }] } } }));
         let names = strings(&["requests.example.com/gpu"]);
         let scope = parse_scope(&[], None);
-        let peers = ClaimPeers::new(Default::default);
         let ask = |classes: &ExtendedResourceCache| {
-            let tally = ClaimTally {
-                classes,
-                peers: &peers,
-            };
+            let at = Snapshot::with_classes(now(), classes.clone());
             printed(
-                &totals.usage(&tally, "ns", &scope, &names, &now(), || vec![claim.clone()]),
+                &totals.usage(&ResourceClaims, "ns", &scope, &names, &at, || {
+                    vec![claim.clone()]
+                }),
                 &names,
             )
         };
@@ -754,13 +644,10 @@ mod tests {
         let names = strings(&["requests.cpu"]);
         let scope = parse_scope(&[], None);
         let store = vec![pod("a", 1, "100m"), pod("b", 2, "200m")];
-        let used = totals.usage(&PodTally, "ns", &scope, &names, &now(), || store.clone());
+        let used = totals.usage(&Pods, "ns", &scope, &names, &at(), || store.clone());
         assert_eq!(used.list["requests.cpu"].to_string(), "300m");
         let in_use = HashMap::from([("ns".to_string(), vec![scope.clone()])]);
-        assert_eq!(
-            totals.verify(&PodTally, &in_use, |_| store.clone(), &now()),
-            0
-        );
+        assert_eq!(totals.verify(&Pods, &in_use, |_| store.clone(), &at()), 0);
         // A sum gone wrong (as a missed delta would leave it) is found and corrected.
         {
             let mut inner = totals.inner.lock().expect("lock");
@@ -773,24 +660,21 @@ mod tests {
         }
         assert_eq!(
             totals
-                .usage(&PodTally, "ns", &scope, &names, &now(), Vec::new)
+                .usage(&Pods, "ns", &scope, &names, &at(), Vec::new)
                 .list["requests.cpu"]
                 .to_string(),
             "1300m"
         );
         // count/pods, pods and cpu and requests.cpu.
-        assert_eq!(
-            totals.verify(&PodTally, &in_use, |_| store.clone(), &now()),
-            4
-        );
+        assert_eq!(totals.verify(&Pods, &in_use, |_| store.clone(), &at()), 4);
         assert_eq!(
             totals
-                .usage(&PodTally, "ns", &scope, &names, &now(), Vec::new)
+                .usage(&Pods, "ns", &scope, &names, &at(), Vec::new)
                 .list["requests.cpu"]
                 .to_string(),
             "300m"
         );
-        totals.verify(&PodTally, &HashMap::new(), |_| store.clone(), &now());
+        totals.verify(&Pods, &HashMap::new(), |_| store.clone(), &at());
         assert!(
             lock_inner(&totals).namespaces.is_empty(),
             "no quota: not tracked"
@@ -813,7 +697,9 @@ mod tests {
         let at = |secs: i64| {
             let t = Time(Timestamp::from_second(1_700_000_000 + secs).expect("valid"));
             totals
-                .usage(&PodTally, "ns", &scope, &names, &t, || store.clone())
+                .usage(&Pods, "ns", &scope, &names, &Snapshot::at(t), || {
+                    store.clone()
+                })
                 .list["pods"]
                 .to_string()
         };

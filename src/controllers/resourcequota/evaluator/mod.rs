@@ -2,8 +2,19 @@
 //! `pkg/quota/v1/evaluator/core` (`pods.go`, `services.go`, `persistent_volume_claims.go`,
 //! `resource_claims.go`) and the helpers they call (`component-helpers/resource`, `qos`,
 //! `extendedresourcecache`), plus the object counts of every other type (`object_count.rs`).
-//! What they share is in `usage.rs` (resource lists), `scope.rs` and `names.rs`. Pure: the
-//! controller lists the objects and passes them in.
+//! What they share is in `usage.rs` (resource lists), `scope.rs` and `names.rs`.
+//!
+//! Each typed evaluator ([`Evaluator`]) holds all of its type's rules in one place: which
+//! quota resource names it covers, whether a quota's scopes select an object, what an object
+//! charges, whether that charge can change without a new version of the object (the totals
+//! then evaluate it at each sync, `totals.rs`), and which updates can change usage (the
+//! replenishment filter). The controller sees every evaluator as [`Registered`], in
+//! [`REGISTRY`] order, so it has no per-type code.
+//!
+//! Adding an evaluator for another type: its file here implementing [`Evaluator`], and its
+//! line in [`REGISTRY`]. Besides: the type in the controller's `ENTRY.informs` (what its
+//! shared informers list and watch), and a [`Stored`] impl if no controller stores the type
+//! yet.
 
 pub mod object_count;
 pub mod persistentvolumeclaims;
@@ -11,3 +22,282 @@ pub mod pod_resources;
 pub mod pods;
 pub mod resourceclaims;
 pub mod services;
+
+use std::cell::OnceCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::resource::v1::DeviceClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::{Client, ResourceExt};
+
+use self::persistentvolumeclaims::PersistentVolumeClaims;
+use self::pods::Pods;
+use self::resourceclaims::{ExtendedResourceCache, ResourceClaims};
+use self::services::Services;
+use super::scope::QuotaScope;
+use super::totals::Totals;
+use super::usage::Usage;
+use crate::controllers::{Context, Feed};
+use crate::runtime::informer::{Change, Informer, Informers};
+use crate::runtime::queue::WorkQueue;
+use crate::runtime::stored::Stored;
+
+/// The typed evaluators in upstream's registry order; the object counts of other types
+/// follow them (the controller starts those while some quota counts the type).
+pub const REGISTRY: [Entry; 4] = [
+    Entry::of::<Pods>(),
+    Entry::of::<Services>(),
+    Entry::of::<PersistentVolumeClaims>(),
+    Entry::of::<ResourceClaims>(),
+];
+
+/// One type's evaluator: upstream's `quota.Evaluator` for that type, as the controller and
+/// the incremental totals use it.
+pub trait Evaluator: Default + Send + Sync + 'static {
+    /// The objects it evaluates, from the shared store of their type.
+    type Object: Stored;
+    /// What an object's usage depends on besides the object and the clock; when it changes,
+    /// the totals are rebuilt.
+    type Context: Clone + Default + PartialEq + Send + 'static;
+    /// The resource it counts: `count/<RESOURCE>` is its own (no object counter for it, served
+    /// or not), and the label of its drift metric.
+    const RESOURCE: &'static str;
+    /// The API version that serves its objects (the core group's, always served, by default);
+    /// where the cluster does not serve it, the evaluator is not registered.
+    const API_VERSION: &'static str = "v1";
+
+    /// Starts the informers its usage reads besides its objects' (none by default), with the
+    /// controller, so that they sync with the rest.
+    fn start_reads(_informers: &Informers) {}
+    /// Its context as of `at` (none by default).
+    fn context(&self, _at: &Snapshot) -> Self::Context {
+        Self::Context::default()
+    }
+    /// upstream `MatchingResources`: the names of `names` it covers.
+    fn matching(&self, names: &[String], at: &Snapshot) -> Vec<String>;
+    /// Whether a quota with `scope` charges `object`.
+    fn matches(&self, object: &Self::Object, scope: &QuotaScope) -> bool;
+    /// upstream `Usage`: what `object` charges.
+    fn usage(&self, object: &Self::Object, at: &Snapshot) -> Usage;
+    /// Whether the object's usage may change without a new version of it (clock, other
+    /// objects): it is then evaluated at each sync instead of summed.
+    fn volatile(&self, _object: &Self::Object) -> bool {
+        false
+    }
+    /// Whether an update may change usage (creations and deletions always may): the
+    /// replenishment filter.
+    fn update_matters(&self, old: &Self::Object, new: &Self::Object, at: &Snapshot) -> bool;
+}
+
+/// What evaluators read besides their own objects, as of one moment: taken once per
+/// computation (a quota sync, an object change, the periodic verification), so all the
+/// evaluators of one computation agree.
+pub struct Snapshot<'a> {
+    pub now: Time,
+    informers: Option<&'a Informers>,
+    classes: OnceCell<ExtendedResourceCache>,
+}
+
+impl<'a> Snapshot<'a> {
+    /// The controller's: other types' stores are read from `informers`, on first use.
+    pub fn new(now: Time, informers: &'a Informers) -> Self {
+        Self {
+            now,
+            informers: Some(informers),
+            classes: OnceCell::new(),
+        }
+    }
+
+    /// Without stores: no device classes, no objects of other types.
+    pub fn at(now: Time) -> Self {
+        Self {
+            now,
+            informers: None,
+            classes: OnceCell::new(),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn with_classes(now: Time, classes: ExtendedResourceCache) -> Self {
+        let snapshot = Self::at(now);
+        let _ = snapshot.classes.set(classes);
+        snapshot
+    }
+
+    /// The device classes' extended resources, for the ResourceClaim evaluator (which starts
+    /// the DeviceClass informer; it is registered only where the cluster serves claims).
+    pub fn classes(&self) -> &ExtendedResourceCache {
+        self.classes.get_or_init(|| match self.informers {
+            Some(informers) => {
+                let all = informers.get::<DeviceClass>().store().state();
+                ExtendedResourceCache::from_classes(all.iter().map(|c| c.as_ref()))
+            }
+            None => ExtendedResourceCache::new(),
+        })
+    }
+
+    /// The stored objects of type `K` in `namespace` (the store's own Arcs).
+    pub fn in_namespace<K: Stored>(&self, namespace: &str) -> Vec<Arc<K>> {
+        self.informers
+            .map(|i| i.get::<K>().in_namespace(namespace))
+            .unwrap_or_default()
+    }
+}
+
+/// Replenishment: the objects of an evaluator in a namespace changed in a way that may
+/// change usage.
+pub type Replenish = Arc<dyn Fn(&str, &dyn Registered, &Snapshot) + Send + Sync>;
+
+/// An evaluator as the controller uses it, typed ([`Typed`]) or an object count.
+pub trait Registered: Send + Sync {
+    /// upstream `MatchingResources`: the names of `names` it covers.
+    fn matching(&self, names: &[String], at: &Snapshot) -> Vec<String>;
+    /// upstream `UsageStats`: the usage of `names` in `namespace` for quotas with `scope`;
+    /// `Err` while it cannot be known.
+    fn usage(
+        &self,
+        namespace: &str,
+        scope: &QuotaScope,
+        names: &[String],
+        at: &Snapshot,
+    ) -> Result<Usage, String>;
+    /// The periodic check of the incremental totals ([`Totals::verify`]) for the namespaces
+    /// and scopes in use: the resource, and how many sums had drifted. `None`: no totals.
+    fn verify(
+        &self,
+        _in_use: &HashMap<String, Vec<QuotaScope>>,
+        _at: &Snapshot,
+    ) -> Option<(&'static str, u64)> {
+        None
+    }
+    /// Subscribes to its objects' changes: they keep the totals, and those that may change
+    /// usage call `replenish`. `None`: no objects of its own.
+    fn watch(
+        self: Arc<Self>,
+        _ctx: &Context,
+        _queue: &WorkQueue<String>,
+        _replenish: Replenish,
+    ) -> Option<Feed> {
+        None
+    }
+}
+
+/// A registry line: the resource an evaluator counts, the API version it needs, and how to
+/// start it.
+pub struct Entry {
+    pub resource: &'static str,
+    api_version: &'static str,
+    start: fn(&Informers) -> Arc<dyn Registered>,
+}
+
+impl Entry {
+    const fn of<E: Evaluator>() -> Self {
+        Self {
+            resource: E::RESOURCE,
+            api_version: E::API_VERSION,
+            start: Typed::<E>::start,
+        }
+    }
+}
+
+/// The evaluators of the types the cluster serves, in registry order, their informers
+/// started.
+pub async fn start(client: &Client, informers: &Informers) -> Vec<Arc<dyn Registered>> {
+    let mut started = Vec::new();
+    for entry in &REGISTRY {
+        // The core group is always served.
+        if entry.api_version == "v1"
+            || client
+                .list_api_group_resources(entry.api_version)
+                .await
+                .is_ok()
+        {
+            started.push((entry.start)(informers));
+        }
+    }
+    started
+}
+
+/// A typed evaluator with its objects: their store, and the usage totals kept from it.
+pub struct Typed<E: Evaluator> {
+    evaluator: E,
+    store: Arc<Informer<E::Object>>,
+    totals: Totals<E::Object, E::Context>,
+}
+
+impl<E: Evaluator> Typed<E> {
+    fn start(informers: &Informers) -> Arc<dyn Registered> {
+        let store = informers.get::<E::Object>();
+        E::start_reads(informers);
+        Arc::new(Self {
+            evaluator: E::default(),
+            store,
+            totals: Totals::default(),
+        })
+    }
+}
+
+impl<E: Evaluator> Registered for Typed<E> {
+    fn matching(&self, names: &[String], at: &Snapshot) -> Vec<String> {
+        self.evaluator.matching(names, at)
+    }
+
+    fn usage(
+        &self,
+        namespace: &str,
+        scope: &QuotaScope,
+        names: &[String],
+        at: &Snapshot,
+    ) -> Result<Usage, String> {
+        Ok(self
+            .totals
+            .usage(&self.evaluator, namespace, scope, names, at, || {
+                self.store.in_namespace(namespace)
+            }))
+    }
+
+    fn verify(
+        &self,
+        in_use: &HashMap<String, Vec<QuotaScope>>,
+        at: &Snapshot,
+    ) -> Option<(&'static str, u64)> {
+        let drift = self.totals.verify(
+            &self.evaluator,
+            in_use,
+            |ns| self.store.in_namespace(ns),
+            at,
+        );
+        Some((E::RESOURCE, drift))
+    }
+
+    fn watch(
+        self: Arc<Self>,
+        ctx: &Context,
+        queue: &WorkQueue<String>,
+        replenish: Replenish,
+    ) -> Option<Feed> {
+        let (clock, informers) = (ctx.clock.clone(), ctx.informers.clone());
+        Some(ctx.subscribe(queue, move |change: Change<E::Object>, _| {
+            let (Change::Added(object)
+            | Change::Deleted(object)
+            | Change::Updated { new: object, .. }) = &change
+            else {
+                return;
+            };
+            let at = Snapshot::new(Time(clock()), &informers);
+            let (ns, name) = (object.namespace().unwrap_or_default(), object.name_any());
+            // The totals count what the store holds now.
+            let current = self.store.store().get(&ns, &name);
+            self.totals
+                .refresh(&self.evaluator, &ns, &name, current, &at);
+            let matters = match &change {
+                Change::Updated { old, new } => self.evaluator.update_matters(old, new, &at),
+                _ => true,
+            };
+            if matters {
+                replenish(&ns, &*self, &at);
+            }
+        }))
+    }
+}

@@ -1,7 +1,68 @@
 //! Object counts of every other quotable type (upstream `generic.objectCountEvaluator`):
-//! `count/<resource>[.<group>]` and the legacy aliases.
+//! `count/<resource>[.<group>]` and the legacy aliases, from an object counter that watches
+//! only the metadata of the types some quota counts.
 
+use std::sync::Arc;
+
+use super::{Registered, Snapshot};
+use crate::controllers::resourcequota::scope::{QuotaScope, unscoped_matches};
 use crate::controllers::resourcequota::usage::{Usage, intersection, one};
+use crate::runtime::counter::ObjectCounter;
+use crate::runtime::quantity::{Format, Quantity};
+
+/// The object count of one type: its names (`count/…` and a legacy alias) and its counter.
+pub struct ObjectCount {
+    names: Vec<String>,
+    counter: Arc<ObjectCounter>,
+}
+
+impl ObjectCount {
+    pub fn new(group: &str, resource: &str, counter: Arc<ObjectCounter>) -> Self {
+        Self {
+            names: object_count_names(group, resource),
+            counter,
+        }
+    }
+
+    /// Stops the counter's watch.
+    pub fn stop(&self) {
+        self.counter.stop();
+    }
+}
+
+impl Registered for ObjectCount {
+    fn matching(&self, names: &[String], _: &Snapshot) -> Vec<String> {
+        object_count_matching(&self.names, names)
+    }
+
+    fn usage(
+        &self,
+        namespace: &str,
+        scope: &QuotaScope,
+        names: &[String],
+        _: &Snapshot,
+    ) -> Result<Usage, String> {
+        if !self.counter.is_synced() {
+            return Err(format!(
+                "the count of {} is not known yet",
+                names.join(", ")
+            ));
+        }
+        let count = if unscoped_matches(scope) {
+            i64::try_from(self.counter.count(namespace)).unwrap_or(i64::MAX)
+        } else {
+            0
+        };
+        let list = names
+            .iter()
+            .map(|n| (n.clone(), Quantity::from_integer(count, Format::DecimalSI)))
+            .collect();
+        Ok(Usage {
+            list,
+            problems: Vec::new(),
+        })
+    }
+}
 
 /// `generic.ObjectCountQuotaResourceNameFor`.
 pub fn object_count_name(group: &str, resource: &str) -> String {

@@ -3,6 +3,7 @@
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
+use super::{Evaluator, Snapshot};
 use crate::controllers::resourcequota::scope::{QuotaScope, ScopeRequirement};
 use crate::controllers::resourcequota::usage::{
     ResourceList, Usage, object_label, one, parse_list,
@@ -18,6 +19,38 @@ const STORAGE_CLASS_SUFFIX: &str = ".storageclass.storage.k8s.io/";
 const BETA_STORAGE_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
 
 const PVC_RESOURCES: [&str; 2] = [PERSISTENT_VOLUME_CLAIMS, REQUESTS_STORAGE];
+
+/// upstream `pvcEvaluator`.
+#[derive(Default)]
+pub struct PersistentVolumeClaims;
+
+impl Evaluator for PersistentVolumeClaims {
+    type Object = PersistentVolumeClaim;
+    type Context = ();
+    const RESOURCE: &'static str = PERSISTENT_VOLUME_CLAIMS;
+
+    fn matching(&self, names: &[String], _: &Snapshot) -> Vec<String> {
+        pvc_matching(names)
+    }
+
+    fn matches(&self, pvc: &PersistentVolumeClaim, scope: &QuotaScope) -> bool {
+        pvc_matches_scope(pvc, scope)
+    }
+
+    fn usage(&self, pvc: &PersistentVolumeClaim, _: &Snapshot) -> Usage {
+        pvc_usage(pvc)
+    }
+
+    /// Upstream's PVC update filter is effectively always true (see the notes).
+    fn update_matters(
+        &self,
+        _: &PersistentVolumeClaim,
+        _: &PersistentVolumeClaim,
+        _: &Snapshot,
+    ) -> bool {
+        true
+    }
+}
 
 /// PVC `MatchingResources` (input order, like upstream).
 pub fn pvc_matching<S: AsRef<str>>(names: &[S]) -> Vec<String> {

@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::PodAffinityTerm;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::pod_resources::{ParsedPod, QOS_BEST_EFFORT, pod_qos_class};
+use super::{Evaluator, Snapshot};
 use crate::controllers::resourcequota::names::{
     REQUESTS_PREFIX, is_dra_extended_resource_name, is_extended_resource_name_for_quota,
 };
@@ -38,6 +39,52 @@ const POD_RESOURCES: [&str; 11] = [
     "limits.ephemeral-storage",
     PODS,
 ];
+
+/// upstream `podEvaluator`.
+#[derive(Default)]
+pub struct Pods;
+
+impl Evaluator for Pods {
+    type Object = Pod;
+    type Context = ();
+    const RESOURCE: &'static str = PODS;
+
+    fn matching(&self, names: &[String], _: &Snapshot) -> Vec<String> {
+        pod_matching(names)
+    }
+
+    fn matches(&self, pod: &Pod, scope: &QuotaScope) -> bool {
+        pod_matches_scope(pod, scope)
+    }
+
+    fn usage(&self, pod: &Pod, at: &Snapshot) -> Usage {
+        pod_usage(pod, &at.now)
+    }
+
+    /// Only a pod with a deletionTimestamp can stop counting as time passes.
+    fn volatile(&self, pod: &Pod) -> bool {
+        pod.metadata.deletion_timestamp.is_some()
+    }
+
+    /// upstream's DefaultUpdateFilter for pods: usage may have changed.
+    fn update_matters(&self, old: &Pod, new: &Pod, at: &Snapshot) -> bool {
+        let resources = |p: &Pod| {
+            p.status.as_ref().map(|s| {
+                let statuses = s
+                    .container_statuses
+                    .iter()
+                    .chain(s.init_container_statuses.iter())
+                    .flatten();
+                statuses
+                    .map(|c| (c.name.clone(), c.resources.clone()))
+                    .collect::<Vec<_>>()
+            })
+        };
+        pod_counts_for_quota(old, &at.now) != pod_counts_for_quota(new, &at.now)
+            || pod_is_terminating(old) != pod_is_terminating(new)
+            || resources(old) != resources(new)
+    }
+}
 
 /// Pod `MatchingResources`: the fixed names (sorted), then hugepages-prefixed names and
 /// extended resources for quota in input order.

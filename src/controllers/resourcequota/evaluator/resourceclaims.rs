@@ -10,13 +10,16 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
 use super::pods::pod_usage;
+use super::{Evaluator, Snapshot};
 use crate::controllers::resourcequota::names::{
     DEVICE_CLASS_PREFIX, REQUESTS_DEVICE_CLASS_PREFIX, REQUESTS_PREFIX,
     is_extended_resource_name_for_quota,
 };
+use crate::controllers::resourcequota::scope::{QuotaScope, unscoped_matches};
 use crate::controllers::resourcequota::usage::{
     OUT_OF_RANGE, ResourceList, Usage, add_into, add_quantity, one, time_nanos,
 };
+use crate::runtime::informer::Informers;
 use crate::runtime::quantity::{Format, Quantity};
 use crate::runtime::view::Pod;
 
@@ -28,6 +31,59 @@ pub const EXTENDED_RESOURCE_CLAIM_ANNOTATION: &str =
 const CLAIMS_PER_CLASS: &str = ".deviceclass.resource.k8s.io/devices";
 /// `resourceapi.AllocationResultsMaxSize`: the worst case charged for allocation mode All.
 const ALLOCATION_RESULTS_MAX_SIZE: i64 = 32;
+
+/// upstream `claimEvaluator`.
+#[derive(Default)]
+pub struct ResourceClaims;
+
+impl Evaluator for ResourceClaims {
+    type Object = ResourceClaim;
+    type Context = ExtendedResourceCache;
+    const RESOURCE: &'static str = "resourceclaims.resource.k8s.io";
+    const API_VERSION: &'static str = "resource.k8s.io/v1";
+
+    /// The device classes, read at every computation ([`Snapshot::classes`]).
+    fn start_reads(informers: &Informers) {
+        informers.get::<DeviceClass>();
+    }
+
+    fn context(&self, at: &Snapshot) -> ExtendedResourceCache {
+        at.classes().clone()
+    }
+
+    fn matching(&self, names: &[String], at: &Snapshot) -> Vec<String> {
+        claim_matching(names, at.classes())
+    }
+
+    fn matches(&self, _: &ResourceClaim, scope: &QuotaScope) -> bool {
+        unscoped_matches(scope)
+    }
+
+    fn usage(&self, claim: &ResourceClaim, at: &Snapshot) -> Usage {
+        // Only a claim made for a pod's extended resources looks up the namespace's pods and
+        // claims (the stores' own Arcs, no copies).
+        let (pods, claims) = match extended_claim_pod_owner(claim) {
+            Some((ns, _)) => (at.in_namespace(&ns), at.in_namespace(&ns)),
+            None => Default::default(),
+        };
+        let lookup = SliceClaimLookup {
+            pods: &pods,
+            claims: &claims,
+        };
+        claim_usage(claim, at.classes(), &lookup, &at.now)
+    }
+
+    /// A pod's extended-resource claim is offset by the pod's usage (which can change with
+    /// the pod and the clock); any other claim's usage depends on itself and the classes.
+    fn volatile(&self, claim: &ResourceClaim) -> bool {
+        extended_claim_pod_owner(claim).is_some()
+    }
+
+    /// Upstream's update filter has no case for claims: only creations and deletions.
+    fn update_matters(&self, _: &ResourceClaim, _: &ResourceClaim, _: &Snapshot) -> bool {
+        false
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct ClassRef {

@@ -3,6 +3,8 @@
 
 use k8s_openapi::api::core::v1::Service;
 
+use super::{Evaluator, Snapshot};
+use crate::controllers::resourcequota::scope::{QuotaScope, unscoped_matches};
 use crate::controllers::resourcequota::usage::{ResourceList, Usage, intersection, one};
 use crate::runtime::quantity::{Format, Quantity};
 
@@ -18,6 +20,33 @@ const SERVICE_RESOURCES: [&str; 4] = [
     SERVICES_NODE_PORTS,
     SERVICES_LOAD_BALANCERS,
 ];
+
+/// upstream `serviceEvaluator`.
+#[derive(Default)]
+pub struct Services;
+
+impl Evaluator for Services {
+    type Object = Service;
+    type Context = ();
+    const RESOURCE: &'static str = SERVICES;
+
+    fn matching(&self, names: &[String], _: &Snapshot) -> Vec<String> {
+        service_matching(names)
+    }
+
+    fn matches(&self, _: &Service, scope: &QuotaScope) -> bool {
+        unscoped_matches(scope)
+    }
+
+    fn usage(&self, svc: &Service, _: &Snapshot) -> Usage {
+        service_usage(svc)
+    }
+
+    /// upstream's DefaultUpdateFilter for services: the quota service type changed.
+    fn update_matters(&self, old: &Service, new: &Service, _: &Snapshot) -> bool {
+        quota_service_type(old) != quota_service_type(new)
+    }
+}
 
 /// Service `MatchingResources`.
 pub fn service_matching<S: AsRef<str>>(names: &[S]) -> Vec<String> {
@@ -76,7 +105,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::controllers::resourcequota::scope::{QuotaScope, parse_scope, unscoped_matches};
+    use crate::controllers::resourcequota::scope::parse_scope;
     use crate::controllers::resourcequota::testing::{from, strings, want};
 
     fn service(spec: Value) -> Service {
