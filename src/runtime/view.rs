@@ -79,12 +79,32 @@ fn shrunk_opt<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 
 /// A string most pods share (phase, QoS class, node, priority class), held once per process.
 fn interned_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Arc<str>>, D::Error> {
-    Ok(Option::<String>::deserialize(d)?.map(|s| intern(&s)))
+    Ok(Option::<Interned>::deserialize(d)?.map(|s| s.0))
 }
 
 /// [`interned_opt`], for a string that is required (missing is empty, null is an error).
 fn interned<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<str>, D::Error> {
-    Ok(intern(&String::deserialize(d)?))
+    Ok(Interned::deserialize(d)?.0)
+}
+
+/// A string read straight into its shared copy: the text is looked up as the parser has it,
+/// so no `String` is allocated (and freed again) for a value already held.
+struct Interned(Arc<str>);
+
+impl<'de> Deserialize<'de> for Interned {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = Interned;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Interned, E> {
+                Ok(Interned(intern(s)))
+            }
+        }
+        d.deserialize_str(Text)
+    }
 }
 
 /// A value that may be null, read as its default then, as k8s-openapi reads required fields.
@@ -240,11 +260,11 @@ impl std::ops::Index<&str> for ResourceMap {
     }
 }
 
-/// Reads a JSON object's entries one by one, for a map kept as a list.
+/// Reads a JSON object's entries one by one, for a map kept as a list; keys are interned.
 struct Entries<V>(&'static str, std::marker::PhantomData<V>);
 
 impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Entries<V> {
-    type Value = Vec<(String, V)>;
+    type Value = Vec<(Arc<str>, V)>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.0)
@@ -252,8 +272,8 @@ impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Entries<V> {
 
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut list = Vec::with_capacity(map.size_hint().unwrap_or(0));
-        while let Some(entry) = map.next_entry::<String, V>()? {
-            list.push(entry);
+        while let Some((key, value)) = map.next_entry::<Interned, V>()? {
+            list.push((key.0, value));
         }
         Ok(list)
     }
@@ -263,7 +283,7 @@ impl<'de> Deserialize<'de> for ResourceMap {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let what = "a map of resource names to quantities";
         let entries = d.deserialize_map(Entries::<Quantity>(what, Default::default()))?;
-        Ok(entries.into_iter().collect())
+        Ok(Self::from_list(entries))
     }
 }
 
@@ -332,8 +352,10 @@ impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for Labels {
 impl<'de> Deserialize<'de> for Labels {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let what = "a map of label keys to values";
-        let entries = d.deserialize_map(Entries::<String>(what, Default::default()))?;
-        Ok(entries.into_iter().collect())
+        let entries = d.deserialize_map(Entries::<Interned>(what, Default::default()))?;
+        Ok(Self::from_list(
+            entries.into_iter().map(|(k, v)| (k, v.0)).collect(),
+        ))
     }
 }
 
