@@ -65,16 +65,12 @@ struct PodWire {
 /// PodResizePending (quota). The others (scheduled, initialized, ...) are dropped.
 const KEPT_POD_CONDITIONS: [&str; 3] = ["Ready", "DisruptionTarget", "PodResizePending"];
 
-/// A list without spare capacity: serde grows a `Vec` as it reads (to room for 4 entries at
-/// the first), and a pod's lists mostly hold one entry.
-fn shrunk_opt<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+/// A list without spare capacity (serde grows a `Vec` as it reads, to room for 4 entries at
+/// the first, and a pod's lists mostly hold one entry), and 8 bytes smaller than a `Vec`.
+fn boxed_opt<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     d: D,
-) -> Result<Option<Vec<T>>, D::Error> {
-    let list = Option::<Vec<T>>::deserialize(d)?;
-    Ok(list.map(|mut list| {
-        list.shrink_to_fit();
-        list
-    }))
+) -> Result<Option<Box<[T]>>, D::Error> {
+    Ok(Option::<Vec<T>>::deserialize(d)?.map(Vec::into_boxed_slice))
 }
 
 /// A string most pods share (phase, QoS class, node, priority class), held once per process.
@@ -525,10 +521,10 @@ pub struct PodSpec {
     pub priority_class_name: Option<Arc<str>>,
     #[serde(
         default,
-        deserialize_with = "shrunk_opt",
+        deserialize_with = "boxed_opt",
         skip_serializing_if = "Option::is_none"
     )]
-    pub resource_claims: Option<Vec<PodResourceClaim>>,
+    pub resource_claims: Option<Box<[PodResourceClaim]>>,
     /// Boxed, as most pods have none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resources: Option<Box<ResourceRequirements>>,
@@ -605,10 +601,10 @@ pub struct PodStatus {
     pub qos_class: Option<Arc<str>>,
     #[serde(
         default,
-        deserialize_with = "shrunk_opt",
+        deserialize_with = "boxed_opt",
         skip_serializing_if = "Option::is_none"
     )]
-    pub resource_claim_statuses: Option<Vec<PodResourceClaimStatus>>,
+    pub resource_claim_statuses: Option<Box<[PodResourceClaimStatus]>>,
 }
 
 /// A container status: the resources the kubelet allocated and actuated.
@@ -771,7 +767,7 @@ mod tests {
         );
         let affinity = spec.affinity.as_ref().expect("affinity");
         assert!(affinity.pod_affinity.is_some() && affinity.pod_anti_affinity.is_none());
-        assert_eq!(spec.resource_claims.as_ref().map(Vec::len), Some(1));
+        assert_eq!(spec.resource_claims.as_deref().map(<[_]>::len), Some(1));
 
         let status = p.status.as_ref().expect("status");
         assert_eq!(status.phase.as_deref(), Some("Running"));
