@@ -15,5 +15,5 @@ RUN cargo build --release --locked --target "$TARGET" --bin kcm \
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /kcm /kcm
 USER 65532:65532
-EXPOSE 10258
+EXPOSE 10257
 ENTRYPOINT ["/kcm"]

@@ -28,7 +28,8 @@ fn thread_cpu() -> Duration {
     Duration::from_nanos(ns)
 }
 
-/// A pod as a kubelet reports it: containers with env, mounts and probes, a full status.
+/// A pod as a kubelet reports it: containers with env, mounts and probes, a full status. No
+/// owner references: kube-testserver's garbage collector deletes pods whose owner is missing.
 fn pod(n: usize) -> serde_json::Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -36,8 +37,6 @@ fn pod(n: usize) -> serde_json::Value {
             "name": format!("web-{n:05}"), "namespace": format!("ns-{:03}", n % 100),
             "labels": { "app": "web", "pod-template-hash": "5d8f7c9b6d", "tier": "frontend" },
             "annotations": { "kubectl.kubernetes.io/restartedAt": "2026-01-01T00:00:00Z" },
-            "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8f7c9b6d",
-                "uid": "0b0c0d0e-0000-4000-8000-000000000001", "controller": true, "blockOwnerDeletion": true }],
         },
         "spec": {
             "nodeName": format!("node-{:04}", n % 2000),
@@ -77,6 +76,12 @@ fn main() {
         let runtime = tokio::runtime::Runtime::new().expect("server runtime");
         runtime.block_on(async {
             let server = TestServer::start().await;
+            for ns in 0..100 {
+                server
+                    .seed(json!({ "apiVersion": "v1", "kind": "Namespace",
+                        "metadata": { "name": format!("ns-{ns:03}") } }))
+                    .unwrap_or_else(|e| panic!("seed: {}", e.message));
+            }
             for n in 0..PODS {
                 server
                     .seed(pod(n))

@@ -6,12 +6,8 @@ use kcm::cli::{LogFormat, Options};
 use tracing_subscriber::EnvFilter;
 
 // The global allocator, chosen at build time (README "Performance" has the measurements):
-// the system allocator unless the `mimalloc` or `jemalloc` feature is on.
-#[cfg(all(feature = "mimalloc", feature = "jemalloc"))]
-compile_error!(
-    "the features `mimalloc` and `jemalloc` each select the global allocator: enable one"
-);
-
+// jemalloc by default (the `jemalloc` feature), mimalloc when the `mimalloc` feature is on,
+// the system allocator with `--no-default-features`.
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

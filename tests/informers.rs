@@ -88,7 +88,7 @@ async fn three_readers_share_one_watch_and_see_old_and_new() {
         let Change::Updated { old, new } = &change else {
             panic!("expected an update, got {}", describe(&change))
         };
-        assert!(old.labels().is_empty() && new.labels().get("x").is_some_and(|v| v == "y"));
+        assert!(old.labels.is_empty() && new.labels.get("x").is_some_and(|v| v == "y"));
     }
     // A late subscriber first gets what is stored.
     let mut late = informers.get::<PodView>().subscribe();

@@ -458,7 +458,7 @@ async fn converged(client: &Client) -> Result<(), String> {
             let selector = kcm::runtime::selector::from_label_selector(spec.selector.as_ref())?;
             let matching: Vec<&PodView> = pods
                 .iter()
-                .filter(|p| selector.matches(p.metadata.labels.as_ref()))
+                .filter(|p| selector.matches(&p.labels))
                 .collect();
             let (expected, desired) = expected_and_desired(&spec, matching.len() as i32, None)?;
             let disrupted = disrupted_pods(&matching, pdb.status.as_ref(), &now);

@@ -1,41 +1,69 @@
-//! A process-wide string interner: resource names (`cpu`, `memory`, ...) recur in several
-//! resource lists of every pod, so each stored pod would otherwise hold its own heap copy of
-//! each (a 32-byte allocation for a 3-byte name). Interned, every pod shares one `Arc<str>`.
+//! Process-wide interners: values most stored pods share are held once. Resource names
+//! (`cpu`, `memory`, ...) recur in every pod, and the pods of one workload have equal labels,
+//! owner references and containers; without interning each stored pod would hold its own heap
+//! copy of each (a 32-byte allocation for a 3-byte name, hundreds for a container list).
+//! Interned, every pod shares one `Arc`.
 //!
-//! Hand-written because the job is a dozen lines over `HashSet<Arc<str>>`, and it must stay
-//! bounded under hostile input (names no pod keeps any more are dropped): strings only the
+//! Hand-written because the job is a dozen lines over `HashSet<Arc<T>>`, and it must stay
+//! bounded under hostile input (values no pod keeps any more are dropped): values only the
 //! interner still holds are pruned whenever the set has doubled since the last prune.
 
+use std::borrow::Borrow;
 use std::collections::HashSet;
+use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 /// The set never shrinks below this many entries' worth of prune threshold.
 const MIN_PRUNE_AT: usize = 1024;
 
-struct Interner {
-    strings: HashSet<Arc<str>>,
+/// One set of shared values of type `T` (a `static`, one per type interned).
+pub(crate) struct Interner<T: ?Sized> {
+    shared: Mutex<Option<Shared<T>>>,
+}
+
+struct Shared<T: ?Sized> {
+    values: HashSet<Arc<T>>,
     prune_at: usize,
 }
 
-static INTERNER: Mutex<Option<Interner>> = Mutex::new(None);
+impl<T: ?Sized + Hash + Eq> Interner<T> {
+    pub(crate) const fn new() -> Self {
+        Self {
+            shared: Mutex::new(None),
+        }
+    }
+
+    /// The shared copy of `value` (`value` itself, made shared, when it is the first).
+    pub(crate) fn intern<V: Borrow<T> + Into<Arc<T>>>(&self, value: V) -> Arc<T> {
+        let mut guard = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let shared = guard.get_or_insert_with(|| Shared {
+            values: HashSet::new(),
+            prune_at: MIN_PRUNE_AT,
+        });
+        if let Some(kept) = shared.values.get(value.borrow()) {
+            return kept.clone();
+        }
+        if shared.values.len() >= shared.prune_at {
+            shared.values.retain(|kept| Arc::strong_count(kept) > 1);
+            shared.prune_at = (shared.values.len() * 2).max(MIN_PRUNE_AT);
+        }
+        let value: Arc<T> = value.into();
+        shared.values.insert(value.clone());
+        value
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        let guard = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        guard.as_ref().map_or(0, |s| s.values.len())
+    }
+}
+
+static STRINGS: Interner<str> = Interner::new();
 
 /// The shared copy of `s`.
 pub fn intern(s: &str) -> Arc<str> {
-    let mut guard = INTERNER.lock().unwrap_or_else(|p| p.into_inner());
-    let interner = guard.get_or_insert_with(|| Interner {
-        strings: HashSet::new(),
-        prune_at: MIN_PRUNE_AT,
-    });
-    if let Some(shared) = interner.strings.get(s) {
-        return shared.clone();
-    }
-    if interner.strings.len() >= interner.prune_at {
-        interner.strings.retain(|kept| Arc::strong_count(kept) > 1);
-        interner.prune_at = (interner.strings.len() * 2).max(MIN_PRUNE_AT);
-    }
-    let shared: Arc<str> = Arc::from(s);
-    interner.strings.insert(shared.clone());
-    shared
+    STRINGS.intern(s)
 }
 
 #[cfg(test)]
@@ -51,7 +79,15 @@ mod tests {
     }
 
     #[test]
-    fn strings_nobody_holds_are_pruned() {
+    fn equal_lists_share_one_allocation() {
+        static LISTS: Interner<[u32]> = Interner::new();
+        let a = LISTS.intern(vec![1, 2]);
+        assert!(Arc::ptr_eq(&a, &LISTS.intern(vec![1, 2])));
+        assert!(!Arc::ptr_eq(&a, &LISTS.intern(vec![2, 1])));
+    }
+
+    #[test]
+    fn values_nobody_holds_are_pruned() {
         for i in 0..(4 * MIN_PRUNE_AT) {
             intern(&format!("interned-test-dropped-{i}"));
         }
@@ -59,11 +95,7 @@ mod tests {
         for i in 0..(4 * MIN_PRUNE_AT) {
             intern(&format!("interned-test-more-{i}"));
         }
-        let len = INTERNER
-            .lock()
-            .unwrap()
-            .as_ref()
-            .map_or(0, |i| i.strings.len());
+        let len = STRINGS.len();
         assert!(len <= 2 * MIN_PRUNE_AT + 64, "bounded: {len}");
         assert!(
             Arc::ptr_eq(&kept, &intern("interned-test-kept")),

@@ -11,6 +11,25 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::golang::go_quote;
 
+/// What a selector is matched against: an object's labels, looked up by key. Both an
+/// object's `metadata.labels` (`None`: no labels) and a pod view's compact
+/// [`Labels`](super::view::Labels) are one, so both are matched by the one `Matches` here.
+pub trait LabelSet {
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl LabelSet for Option<&BTreeMap<String, String>> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.and_then(|labels| labels.get(key)).map(String::as_str)
+    }
+}
+
+impl<L: LabelSet + ?Sized> LabelSet for &L {
+    fn label(&self, key: &str) -> Option<&str> {
+        (**self).label(key)
+    }
+}
+
 /// The operators `LabelSelectorAsSelector` can produce (`selection.Operator`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operator {
@@ -88,11 +107,12 @@ impl Requirement {
     }
 
     /// `Requirement.Matches`: an absent key satisfies NotIn and DoesNotExist only.
-    pub fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
-        let value = labels.and_then(|l| l.get(&self.key));
+    pub fn matches(&self, labels: impl LabelSet) -> bool {
+        let value = labels.label(&self.key);
+        let listed = |v: &str| self.values.iter().any(|listed| listed == v);
         match self.operator {
-            Operator::Equals | Operator::In => value.is_some_and(|v| self.values.contains(v)),
-            Operator::NotIn => value.is_none_or(|v| !self.values.contains(v)),
+            Operator::Equals | Operator::In => value.is_some_and(listed),
+            Operator::NotIn => value.is_none_or(|v| !listed(v)),
             Operator::Exists => value.is_some(),
             Operator::DoesNotExist => value.is_none(),
         }
@@ -141,11 +161,11 @@ impl Selector {
         matches!(self, Selector::Requirements(reqs) if reqs.is_empty())
     }
 
-    /// `Selector.Matches` against an object's `metadata.labels` (missing = no labels).
-    pub fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
+    /// `Selector.Matches` against an object's labels.
+    pub fn matches(&self, labels: impl LabelSet) -> bool {
         match self {
             Selector::Nothing => false,
-            Selector::Requirements(reqs) => reqs.iter().all(|r| r.matches(labels)),
+            Selector::Requirements(reqs) => reqs.iter().all(|r| r.matches(&labels)),
         }
     }
 }
@@ -206,10 +226,7 @@ pub fn from_label_selector(selector: Option<&LabelSelector>) -> Result<Selector,
 
 /// What controllers do with a spec selector: an invalid one selects nothing, like the
 /// `if err != nil { return }` paths upstream; a missing one selects nothing too.
-pub fn matches(
-    selector: Option<&LabelSelector>,
-    labels: Option<&BTreeMap<String, String>>,
-) -> bool {
+pub fn matches(selector: Option<&LabelSelector>, labels: impl LabelSet) -> bool {
     from_label_selector(selector).is_ok_and(|s| s.matches(labels))
 }
 

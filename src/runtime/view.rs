@@ -4,12 +4,25 @@
 //! are never allocated, not even for a moment.
 //!
 //! A view keeps the field names and nesting of its k8s-openapi type for the fields it holds,
-//! so the pure decision functions read it exactly as they read the full object. The views
-//! are not k8s-openapi types, so they are never sent back to the API server: a write that
-//! needs more of an object than its view holds patches, or reads the object first.
+//! so the pure decision functions read it much as they read the full object. The views are
+//! not k8s-openapi types, so they are never sent back to the API server: a write that needs
+//! more of an object than its view holds patches, or reads the object first.
+//!
+//! Two departures from that shape, both for memory:
+//! - A pod's `metadata` is an [`ObjectMeta`] only because kube's watcher needs one
+//!   (`kube::Resource::meta`, for resourceVersion); it holds name, namespace, uid,
+//!   resourceVersion and the deletion fields. A pod's labels and owner references are fields
+//!   of the view beside it ([`Pod::labels`], [`Pod::owner_references`]): in an `ObjectMeta`
+//!   they would be a B-tree (a 550-byte node for one label) and a list of full references.
+//!   So `metadata.labels`, `ResourceExt::labels()` and `owner_references()` of a view are
+//!   always empty.
+//! - What the pods of one workload have alike (their label set, owner references, containers
+//!   and container statuses) is interned (see [`super::intern`]): equal lists are one
+//!   allocation, shared by every pod that has them, so a pod costs little more than its
+//!   `ObjectMeta`, its name and uid and its conditions.
 
-use std::collections::BTreeMap;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
@@ -17,89 +30,143 @@ use k8s_openapi::api::core::v1::{
     PodResourceClaimStatus,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::intern::intern;
+use super::intern::{Interner, intern};
+use super::selector::LabelSet;
 
-/// A pod's `metadata` as controllers read it: without `managedFields` and `selfLink` (often
-/// most of an object's bytes), and without what no controller reads of a pod: annotations
-/// (kubectl's last-applied one among them), finalizers, generateName, creationTimestamp.
-#[derive(Deserialize)]
+/// A pod's `metadata` as controllers read it. Not `managedFields` and `selfLink` (often most
+/// of an object's bytes), nor what no controller reads of a pod: annotations (kubectl's
+/// last-applied one among them), finalizers, generateName, generation, creationTimestamp.
+#[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct MetaWire {
     deletion_grace_period_seconds: Option<i64>,
     deletion_timestamp: Option<Time>,
-    generation: Option<i64>,
-    labels: Option<BTreeMap<String, String>>,
+    labels: Option<Labels>,
     name: Option<String>,
     namespace: Option<String>,
-    #[serde(default, deserialize_with = "shrunk_opt")]
-    owner_references: Option<Vec<OwnerReference>>,
+    owner_references: Option<Vec<OwnerRef>>,
     resource_version: Option<String>,
     uid: Option<String>,
 }
 
-/// Deserializes a pod's `metadata` keeping only [`MetaWire`]'s fields. kube's watcher and
-/// `Api` need an [`ObjectMeta`] (`kube::Resource::meta`), so this is the one k8s-openapi type
-/// a view keeps whole; the fields left out stay `None`.
-pub fn compact_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
-    let wire = MetaWire::deserialize(d)?;
-    Ok(ObjectMeta {
-        deletion_grace_period_seconds: wire.deletion_grace_period_seconds,
-        deletion_timestamp: wire.deletion_timestamp,
-        generation: wire.generation,
-        labels: wire.labels,
-        name: wire.name,
-        namespace: wire.namespace,
-        owner_references: wire.owner_references,
-        resource_version: wire.resource_version,
-        uid: wire.uid,
-        ..ObjectMeta::default()
-    })
+/// A pod as it comes over the wire, before its metadata is split (see [`Pod`]).
+#[derive(Deserialize)]
+struct PodWire {
+    #[serde(default)]
+    metadata: MetaWire,
+    spec: Option<PodSpec>,
+    status: Option<PodStatus>,
 }
 
 /// The pod conditions some controller reads: readiness and DisruptionTarget (disruption),
 /// PodResizePending (quota). The others (scheduled, initialized, ...) are dropped.
 const KEPT_POD_CONDITIONS: [&str; 3] = ["Ready", "DisruptionTarget", "PodResizePending"];
 
-/// A list without spare capacity: serde grows a `Vec` as it reads (to room for 4 entries at
-/// the first), and a pod's lists (containers, statuses, owner references) mostly hold one.
-fn shrunk<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
-    let mut list = Vec::<T>::deserialize(d)?;
-    list.shrink_to_fit();
-    Ok(list)
+/// A list without spare capacity (serde grows a `Vec` as it reads, to room for 4 entries at
+/// the first, and a pod's lists mostly hold one entry), and 8 bytes smaller than a `Vec`.
+fn boxed_opt<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Box<[T]>>, D::Error> {
+    Ok(Option::<Vec<T>>::deserialize(d)?.map(Vec::into_boxed_slice))
 }
 
 /// A string most pods share (phase, QoS class, node, priority class), held once per process.
 fn interned_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Arc<str>>, D::Error> {
-    Ok(Option::<String>::deserialize(d)?.map(|s| intern(&s)))
+    Ok(Option::<Interned>::deserialize(d)?.map(|s| s.0))
 }
 
-fn str_opt<S: serde::Serializer>(value: &Option<Arc<str>>, s: S) -> Result<S::Ok, S::Error> {
-    value.as_deref().serialize(s)
+/// [`interned_opt`], for a string that is required (missing is empty, null is an error).
+fn interned<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<str>, D::Error> {
+    Ok(Interned::deserialize(d)?.0)
 }
 
-/// [`shrunk`], for a list that may be missing or null.
-fn shrunk_opt<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+/// A string read straight into its shared copy: the text is looked up as the parser has it,
+/// so no `String` is allocated (and freed again) for a value already held.
+struct Interned(Arc<str>);
+
+impl<'de> Deserialize<'de> for Interned {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = Interned;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Interned, E> {
+                Ok(Interned(intern(s)))
+            }
+        }
+        d.deserialize_str(Text)
+    }
+}
+
+/// A value that may be null, read as its default then, as k8s-openapi reads required fields.
+fn null_as_default<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(
     d: D,
-) -> Result<Option<Vec<T>>, D::Error> {
-    let list = Option::<Vec<T>>::deserialize(d)?;
-    Ok(list.map(|mut list| {
-        list.shrink_to_fit();
-        list
-    }))
+) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// An element type whose lists are interned: the pods of one workload have equal ones.
+trait SharedList: Hash + Eq + Sized + 'static {
+    fn lists() -> &'static Interner<[Self]>;
+}
+
+impl SharedList for Container {
+    fn lists() -> &'static Interner<[Self]> {
+        static LISTS: Interner<[Container]> = Interner::new();
+        &LISTS
+    }
+}
+
+impl SharedList for ContainerStatus {
+    fn lists() -> &'static Interner<[Self]> {
+        static LISTS: Interner<[ContainerStatus]> = Interner::new();
+        &LISTS
+    }
+}
+
+impl SharedList for OwnerRef {
+    fn lists() -> &'static Interner<[Self]> {
+        static LISTS: Interner<[OwnerRef]> = Interner::new();
+        &LISTS
+    }
+}
+
+/// The shared copy of a list (see [`SharedList`]).
+fn shared_list<'de, D: Deserializer<'de>, T: Deserialize<'de> + SharedList>(
+    d: D,
+) -> Result<Arc<[T]>, D::Error> {
+    Ok(T::lists().intern(Vec::<T>::deserialize(d)?))
+}
+
+/// [`shared_list`], for a list that may be missing or null.
+fn shared_list_opt<'de, D: Deserializer<'de>, T: Deserialize<'de> + SharedList>(
+    d: D,
+) -> Result<Option<Arc<[T]>>, D::Error> {
+    Ok(Option::<Vec<T>>::deserialize(d)?.map(|list| T::lists().intern(list)))
 }
 
 fn kept_pod_conditions<'de, D: Deserializer<'de>>(
     d: D,
-) -> Result<Option<Vec<PodCondition>>, D::Error> {
+) -> Result<Option<Box<[PodCondition]>>, D::Error> {
     let conditions = Option::<Vec<PodCondition>>::deserialize(d)?;
     Ok(conditions.map(|mut list| {
-        list.retain(|c| KEPT_POD_CONDITIONS.contains(&c.type_.as_str()));
-        list.shrink_to_fit();
-        list
+        list.retain(|c| KEPT_POD_CONDITIONS.contains(&&*c.type_));
+        list.into_boxed_slice()
     }))
+}
+
+/// Sorts `(name, value)` entries by name, keeping the last of equal names: a map's
+/// last-insert-wins.
+fn sort_last_wins<V>(list: &mut Vec<(Arc<str>, V)>) {
+    list.sort_by(|a, b| a.0.cmp(&b.0));
+    list.reverse();
+    list.dedup_by(|later, kept| later.0 == kept.0);
+    list.reverse();
 }
 
 /// A resource list (`cpu: 100m`, ...) as a sorted boxed slice rather than a `BTreeMap`: a
@@ -136,18 +203,35 @@ impl ResourceMap {
     }
 }
 
+/// Quantities compare as their text (k8s-openapi's `Quantity` is `PartialEq` only), which is
+/// an equivalence, so lists holding resource maps can be interned.
+impl Eq for ResourceMap {}
+
+impl Hash for ResourceMap {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_usize(self.0.len());
+        for (name, quantity) in self {
+            name.hash(state);
+            quantity.0.hash(state);
+        }
+    }
+}
+
+impl ResourceMap {
+    fn from_list(mut list: Vec<(Arc<str>, Quantity)>) -> Self {
+        sort_last_wins(&mut list);
+        Self(list.into_boxed_slice())
+    }
+}
+
 impl<K: AsRef<str>> FromIterator<(K, Quantity)> for ResourceMap {
     fn from_iter<I: IntoIterator<Item = (K, Quantity)>>(entries: I) -> Self {
-        let mut list: Vec<(Arc<str>, Quantity)> = entries
-            .into_iter()
-            .map(|(k, v)| (intern(k.as_ref()), v))
-            .collect();
-        // Stable sort, then keep the last of equal names: a map's last-insert-wins.
-        list.sort_by(|a, b| a.0.cmp(&b.0));
-        list.reverse();
-        list.dedup_by(|later, kept| later.0 == kept.0);
-        list.reverse();
-        Self(list.into_boxed_slice())
+        Self::from_list(
+            entries
+                .into_iter()
+                .map(|(k, v)| (intern(k.as_ref()), v))
+                .collect(),
+        )
     }
 }
 
@@ -172,26 +256,30 @@ impl std::ops::Index<&str> for ResourceMap {
     }
 }
 
+/// Reads a JSON object's entries one by one, for a map kept as a list; keys are interned.
+struct Entries<V>(&'static str, std::marker::PhantomData<V>);
+
+impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Entries<V> {
+    type Value = Vec<(Arc<str>, V)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut list = Vec::with_capacity(map.size_hint().unwrap_or(0));
+        while let Some((key, value)) = map.next_entry::<Interned, V>()? {
+            list.push((key.0, value));
+        }
+        Ok(list)
+    }
+}
+
 impl<'de> Deserialize<'de> for ResourceMap {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Entries;
-        impl<'de> serde::de::Visitor<'de> for Entries {
-            type Value = ResourceMap;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map of resource names to quantities")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<ResourceMap, A::Error> {
-                let mut list = Vec::with_capacity(map.size_hint().unwrap_or(0));
-                while let Some(entry) = map.next_entry::<String, Quantity>()? {
-                    list.push(entry);
-                }
-                Ok(list.into_iter().collect())
-            }
-        }
-        d.deserialize_map(Entries)
+        let what = "a map of resource names to quantities";
+        let entries = d.deserialize_map(Entries::<Quantity>(what, Default::default()))?;
+        Ok(Self::from_list(entries))
     }
 }
 
@@ -201,15 +289,181 @@ impl Serialize for ResourceMap {
     }
 }
 
+/// One label: key and value.
+type Label = (Arc<str>, Arc<str>);
+
+static LABEL_SETS: Interner<[Label]> = Interner::new();
+
+/// A pod's labels: sorted `(key, value)` pairs rather than a `BTreeMap` (a B-tree leaf is
+/// about 550 bytes even for one label, plus a string per key and value). Keys and values are
+/// interned, and so is the set: the pods of one workload share one allocation. Read by key
+/// with [`Labels::get`] or in key order with [`Labels::iter`]; a key given twice keeps its
+/// last value, as a map would. Selectors match it as they match `metadata.labels`
+/// ([`LabelSet`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Labels(Arc<[Label]>);
+
+impl Labels {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(k, _)| k.as_ref().cmp(key))
+            .ok()
+            .map(|i| self.0[i].1.as_ref())
+    }
+
+    /// Labels in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Default for Labels {
+    fn default() -> Self {
+        Self(LABEL_SETS.intern(Vec::new()))
+    }
+}
+
+impl Labels {
+    fn from_list(mut list: Vec<Label>) -> Self {
+        sort_last_wins(&mut list);
+        Self(LABEL_SETS.intern(list))
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for Labels {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(labels: I) -> Self {
+        Self::from_list(
+            labels
+                .into_iter()
+                .map(|(k, v)| (intern(k.as_ref()), intern(v.as_ref())))
+                .collect(),
+        )
+    }
+}
+
+impl<'de> Deserialize<'de> for Labels {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let what = "a map of label keys to values";
+        let entries = d.deserialize_map(Entries::<Interned>(what, Default::default()))?;
+        Ok(Self::from_list(
+            entries.into_iter().map(|(k, v)| (k, v.0)).collect(),
+        ))
+    }
+}
+
+impl Serialize for Labels {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
+impl LabelSet for Labels {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key)
+    }
+}
+
+/// An owner reference as controllers read it (not `blockOwnerDeletion`). Missing or null
+/// fields read as empty, as k8s-openapi reads them: a reference without a kind is an error
+/// for the disruption controller to report, not a pod to drop.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerRef {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub api_version: String,
+    /// `controller: true`; missing or null is false.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub controller: bool,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub kind: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub name: String,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub uid: String,
+}
+
 /// A pod as the quota, disruption and resourceclaim controllers read it.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(from = "PodWire")]
 pub struct Pod {
-    #[serde(default, deserialize_with = "compact_meta")]
+    /// Only name, namespace, uid, resourceVersion, deletionTimestamp and
+    /// deletionGracePeriodSeconds: labels and owner references are the next fields.
     pub metadata: ObjectMeta,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// `metadata.labels`.
+    pub labels: Labels,
+    /// `metadata.ownerReferences`, an interned list (empty when there are none).
+    pub owner_references: Arc<[OwnerRef]>,
     pub spec: Option<PodSpec>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<PodStatus>,
+}
+
+/// A pod's JSON as the view has it: labels and owner references back in `metadata`.
+#[derive(Serialize)]
+struct PodJson<'a> {
+    metadata: MetaJson<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spec: Option<&'a PodSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'a PodStatus>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MetaJson<'a> {
+    #[serde(flatten)]
+    meta: &'a ObjectMeta,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    labels: Option<&'a Labels>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    owner_references: Option<&'a [OwnerRef]>,
+}
+
+impl Serialize for Pod {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let json = PodJson {
+            metadata: MetaJson {
+                meta: &self.metadata,
+                labels: (!self.labels.is_empty()).then_some(&self.labels),
+                owner_references: (!self.owner_references.is_empty())
+                    .then_some(&self.owner_references),
+            },
+            spec: self.spec.as_ref(),
+            status: self.status.as_ref(),
+        };
+        json.serialize(s)
+    }
+}
+
+impl Pod {
+    /// `metav1.GetControllerOf`: the owner reference that is the pod's controller.
+    pub fn controller(&self) -> Option<&OwnerRef> {
+        self.owner_references.iter().find(|r| r.controller)
+    }
+}
+
+impl From<PodWire> for Pod {
+    fn from(wire: PodWire) -> Self {
+        let meta = wire.metadata;
+        Pod {
+            metadata: ObjectMeta {
+                deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
+                deletion_timestamp: meta.deletion_timestamp,
+                name: meta.name,
+                namespace: meta.namespace,
+                resource_version: meta.resource_version,
+                uid: meta.uid,
+                ..ObjectMeta::default()
+            },
+            labels: meta.labels.unwrap_or_default(),
+            owner_references: OwnerRef::lists().intern(meta.owner_references.unwrap_or_default()),
+            spec: wire.spec,
+            status: wire.status,
+        }
+    }
 }
 
 impl k8s_openapi::Resource for Pod {
@@ -239,21 +493,21 @@ impl k8s_openapi::Metadata for Pod {
 pub struct PodSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub active_deadline_seconds: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     /// Boxed, as most pods have none: 8 bytes in every pod rather than about 100.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Box<Affinity>>,
-    #[serde(default, deserialize_with = "shrunk")]
-    pub containers: Vec<Container>,
+    /// An interned list: the pods of a workload share one.
+    #[serde(default, deserialize_with = "shared_list")]
+    pub containers: Arc<[Container]>,
     #[serde(
         default,
-        deserialize_with = "shrunk_opt",
+        deserialize_with = "shared_list_opt",
         skip_serializing_if = "Option::is_none"
     )]
-    pub init_containers: Option<Vec<Container>>,
+    pub init_containers: Option<Arc<[Container]>>,
     #[serde(
         default,
         deserialize_with = "interned_opt",
-        serialize_with = "str_opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub node_name: Option<Arc<str>>,
@@ -262,18 +516,18 @@ pub struct PodSpec {
     #[serde(
         default,
         deserialize_with = "interned_opt",
-        serialize_with = "str_opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub priority_class_name: Option<Arc<str>>,
     #[serde(
         default,
-        deserialize_with = "shrunk_opt",
+        deserialize_with = "boxed_opt",
         skip_serializing_if = "Option::is_none"
     )]
-    pub resource_claims: Option<Vec<PodResourceClaim>>,
+    pub resource_claims: Option<Box<[PodResourceClaim]>>,
+    /// Boxed, as most pods have none.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub resources: Option<ResourceRequirements>,
+    pub resources: Option<Box<ResourceRequirements>>,
 }
 
 /// `spec.affinity` without node affinity (quota only asks about cross-namespace pod terms).
@@ -287,7 +541,7 @@ pub struct Affinity {
 }
 
 /// A container: its name (to find its status), resources and restart policy (sidecars).
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct Container {
     #[serde(default)]
@@ -299,7 +553,7 @@ pub struct Container {
 }
 
 /// `requests` and `limits` (not `claims`, which quota does not charge).
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq, Hash)]
 pub struct ResourceRequirements {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<ResourceMap>,
@@ -316,46 +570,45 @@ pub struct PodStatus {
         deserialize_with = "kept_pod_conditions",
         skip_serializing_if = "Option::is_none"
     )]
-    pub conditions: Option<Vec<PodCondition>>,
+    pub conditions: Option<Box<[PodCondition]>>,
+    /// An interned list: the pods of a workload mostly share one.
     #[serde(
         default,
-        deserialize_with = "shrunk_opt",
+        deserialize_with = "shared_list_opt",
         skip_serializing_if = "Option::is_none"
     )]
-    pub container_statuses: Option<Vec<ContainerStatus>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_statuses: Option<Arc<[ContainerStatus]>>,
     /// Boxed, as most pods have none.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub extended_resource_claim_status: Option<Box<PodExtendedResourceClaimStatus>>,
     #[serde(
         default,
-        deserialize_with = "shrunk_opt",
+        deserialize_with = "shared_list_opt",
         skip_serializing_if = "Option::is_none"
     )]
-    pub init_container_statuses: Option<Vec<ContainerStatus>>,
+    pub init_container_statuses: Option<Arc<[ContainerStatus]>>,
     #[serde(
         default,
         deserialize_with = "interned_opt",
-        serialize_with = "str_opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub phase: Option<Arc<str>>,
     #[serde(
         default,
         deserialize_with = "interned_opt",
-        serialize_with = "str_opt",
         skip_serializing_if = "Option::is_none"
     )]
     pub qos_class: Option<Arc<str>>,
     #[serde(
         default,
-        deserialize_with = "shrunk_opt",
+        deserialize_with = "boxed_opt",
         skip_serializing_if = "Option::is_none"
     )]
-    pub resource_claim_statuses: Option<Vec<PodResourceClaimStatus>>,
+    pub resource_claim_statuses: Option<Box<[PodResourceClaimStatus]>>,
 }
 
 /// A container status: the resources the kubelet allocated and actuated.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq, Hash)]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -366,18 +619,23 @@ pub struct ContainerStatus {
     pub resources: Option<ResourceRequirements>,
 }
 
-/// A pod condition without its message and probe time.
+/// A pod condition without its message and probe time. Its strings are a handful of values
+/// (`Ready`, `True`, a few reasons), interned.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PodCondition {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(default)]
-    pub status: String,
-    #[serde(rename = "type", default)]
-    pub type_: String,
+    #[serde(
+        default,
+        deserialize_with = "interned_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reason: Option<Arc<str>>,
+    #[serde(default, deserialize_with = "interned")]
+    pub status: Arc<str>,
+    #[serde(rename = "type", default, deserialize_with = "interned")]
+    pub type_: Arc<str>,
 }
 
 impl From<&k8s_openapi::api::core::v1::Pod> for Pod {
@@ -457,22 +715,33 @@ mod tests {
             (Some("p"), Some("ns"), Some("u-1"))
         );
         assert_eq!(meta.resource_version.as_deref(), Some("7"));
-        assert_eq!(meta.generation, Some(3));
-        assert_eq!(
-            meta.labels,
-            Some(BTreeMap::from([("app".into(), "a".into())]))
-        );
         assert_eq!(
             (
                 &meta.annotations,
                 &meta.generate_name,
-                &meta.creation_timestamp
+                &meta.creation_timestamp,
+                meta.generation,
             ),
-            (&None, &None, &None),
-            "no controller reads a pod's annotations, generateName or creationTimestamp"
+            (&None, &None, &None, None),
+            "no controller reads a pod's annotations, generateName, creationTimestamp, generation"
         );
-        assert_eq!(meta.owner_references.as_ref().map(Vec::len), Some(1));
         assert_eq!((&meta.managed_fields, &meta.self_link), (&None, &None));
+        assert_eq!(
+            (&meta.labels, &meta.owner_references),
+            (&None, &None),
+            "labels and owner references are the view's own fields"
+        );
+        assert_eq!(p.labels.iter().collect::<Vec<_>>(), [("app", "a")]);
+        assert_eq!(
+            p.controller(),
+            Some(&OwnerRef {
+                api_version: "apps/v1".into(),
+                controller: true,
+                kind: "ReplicaSet".into(),
+                name: "rs".into(),
+                uid: "o-1".into(),
+            })
+        );
 
         let spec = p.spec.as_ref().expect("spec");
         assert_eq!(spec.node_name.as_deref(), Some("n1"));
@@ -498,7 +767,7 @@ mod tests {
         );
         let affinity = spec.affinity.as_ref().expect("affinity");
         assert!(affinity.pod_affinity.is_some() && affinity.pod_anti_affinity.is_none());
-        assert_eq!(spec.resource_claims.as_ref().map(Vec::len), Some(1));
+        assert_eq!(spec.resource_claims.as_deref().map(<[_]>::len), Some(1));
 
         let status = p.status.as_ref().expect("status");
         assert_eq!(status.phase.as_deref(), Some("Running"));
@@ -507,7 +776,7 @@ mod tests {
             .conditions
             .iter()
             .flatten()
-            .map(|c| c.type_.as_str())
+            .map(|c| &*c.type_)
             .collect();
         assert_eq!(kept, ["Ready", "DisruptionTarget"], "only conditions read");
         let target = &status.conditions.as_ref().expect("conditions")[1];
@@ -557,13 +826,14 @@ mod tests {
             "status": { "conditions": null, "containerStatuses": [] }
         }));
         assert_eq!(p.metadata.annotations, None);
-        assert_eq!(p.metadata.labels, Some(BTreeMap::new()));
+        assert!(p.labels.is_empty());
+        assert!(p.owner_references.is_empty());
         let spec = p.spec.expect("spec");
         assert_eq!(spec.containers.len(), 1);
         assert_eq!(spec.init_containers, None);
         let status = p.status.expect("status");
         assert_eq!(status.conditions, None);
-        assert_eq!(status.container_statuses, Some(Vec::new()));
+        assert_eq!(status.container_statuses.as_deref(), Some(&[][..]));
         // A spec without containers (not valid, but not ours to refuse) reads as none.
         assert!(
             pod(json!({ "spec": {} }))
@@ -582,27 +852,104 @@ mod tests {
             "a field controllers read must have its type"
         );
         let odd_skipped = pod(json!({
-            "metadata": { "name": "p", "managedFields": "not a list", "selfLink": 5 },
+            "metadata": {
+                "name": "p", "managedFields": "not a list", "selfLink": 5,
+                "ownerReferences": [{ "kind": "ReplicaSet", "blockOwnerDeletion": "x" }]
+            },
             "spec": { "containers": [], "volumes": 7, "hostNetwork": "yes" },
             "status": { "podIP": [], "conditions": [{ "type": "Initialized", "status": "True" }] }
         }));
         assert_eq!(odd_skipped.metadata.name.as_deref(), Some("p"));
         assert_eq!(
-            odd_skipped.status.and_then(|s| s.conditions),
-            Some(Vec::new()),
+            odd_skipped.status.and_then(|s| s.conditions).as_deref(),
+            Some(&[][..]),
             "a condition type nobody reads is dropped"
         );
     }
 
     #[test]
+    fn labels_read_by_key_in_key_order_and_the_last_duplicate_wins() {
+        let p = pod(
+            json!({ "metadata": { "labels": { "tier": "web", "app": "a", "app": "b", "x/y": "" } } }),
+        );
+        assert_eq!(
+            p.labels.iter().collect::<Vec<_>>(),
+            [("app", "b"), ("tier", "web"), ("x/y", "")]
+        );
+        assert_eq!(p.labels.get("app"), Some("b"));
+        assert_eq!(p.labels.get("x/y"), Some(""));
+        assert_eq!(p.labels.get("missing"), None);
+        let from_pairs: Labels = [("x/y", ""), ("tier", "web"), ("app", "b")]
+            .into_iter()
+            .collect();
+        assert_eq!(from_pairs, p.labels);
+        assert!(
+            Arc::ptr_eq(&from_pairs.0, &p.labels.0),
+            "equal sets are one"
+        );
+        assert!(
+            serde_json::from_value::<Pod>(json!({ "metadata": { "labels": { "a": 1 } } })).is_err()
+        );
+    }
+
+    #[test]
+    fn owner_references_keep_the_controller_and_read_null_as_empty() {
+        let p = pod(json!({ "metadata": { "ownerReferences": [
+            { "apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "u-c", "blockOwnerDeletion": true },
+            { "apiVersion": "apps/v1", "kind": null, "name": "web", "uid": "u-w", "controller": true },
+        ] } }));
+        assert_eq!(p.owner_references.len(), 2);
+        assert!(
+            !p.owner_references[0].controller,
+            "missing is not a controller"
+        );
+        let controller = p.controller().expect("a controller");
+        assert_eq!(
+            (&*controller.kind, &*controller.name, &*controller.uid),
+            ("", "web", "u-w")
+        );
+        assert_eq!(
+            pod(json!({ "metadata": { "ownerReferences": null } })).controller(),
+            None
+        );
+    }
+
+    #[test]
+    fn pods_of_one_workload_share_their_lists() {
+        let replica = |name: &str| {
+            pod(json!({
+                "metadata": { "name": name, "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "o", "controller": true }] },
+                "spec": { "containers": [{ "name": "c", "resources": { "requests": { "cpu": "1" } } }] },
+                "status": { "containerStatuses": [{ "name": "c", "allocatedResources": { "cpu": "1" } }] }
+            }))
+        };
+        let (a, b) = (replica("a"), replica("b"));
+        assert!(Arc::ptr_eq(&a.owner_references, &b.owner_references));
+        let (sa, sb) = (a.spec.expect("spec"), b.spec.expect("spec"));
+        assert!(Arc::ptr_eq(&sa.containers, &sb.containers));
+        let statuses =
+            |p: Option<PodStatus>| p.and_then(|s| s.container_statuses).expect("statuses");
+        assert!(Arc::ptr_eq(&statuses(a.status), &statuses(b.status)));
+    }
+
+    #[test]
     fn a_view_of_a_full_pod_equals_the_view_of_its_json() {
         let full: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
-            "metadata": { "name": "p", "namespace": "ns" },
+            "metadata": {
+                "name": "p", "namespace": "ns", "labels": { "app": "a" },
+                "ownerReferences": [{ "apiVersion": "v1", "kind": "ReplicationController", "name": "rc", "uid": "o", "controller": true }]
+            },
             "spec": { "containers": [{ "name": "c", "image": "i", "resources": { "requests": { "cpu": "1" } } }] },
             "status": { "phase": "Pending", "conditions": [{ "type": "Ready", "status": "False" }] }
         }))
         .expect("pod");
         let json = serde_json::to_value(&full).expect("json");
-        assert_eq!(Pod::from(&full), pod(json));
+        let view = Pod::from(&full);
+        assert_eq!(view, pod(json));
+        assert_eq!(
+            pod(serde_json::to_value(&view).expect("json")),
+            view,
+            "a view's JSON (labels and owners in metadata) reads back as the view"
+        );
     }
 }

@@ -374,10 +374,10 @@ pub fn stale_disruption_wait(pod: &Pod, now: &Time) -> Option<Duration> {
         .conditions
         .as_ref()?
         .iter()
-        .find(|c| c.type_ == DISRUPTION_TARGET_CONDITION)?;
+        .find(|c| &*c.type_ == DISRUPTION_TARGET_CONDITION)?;
     // Kubelet-added conditions may legitimately precede termination for long;
     // terminal pods are left alone to avoid pointless writes.
-    if cond.status != "True"
+    if &*cond.status != "True"
         || cond.reason.as_deref() == Some(TERMINATION_BY_KUBELET_REASON)
         || matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"))
     {
@@ -435,8 +435,8 @@ fn is_pod_ready(pod: &Pod) -> bool {
     pod.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True")
+        .and_then(|cs| cs.iter().find(|c| &*c.type_ == "Ready"))
+        .is_some_and(|c| &*c.status == "True")
 }
 
 fn find_condition<'a>(conditions: Option<&'a [Condition]>, type_: &str) -> Option<&'a Condition> {

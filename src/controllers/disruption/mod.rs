@@ -111,7 +111,7 @@ impl Disruption {
     /// PDBs in the pod's namespace whose selector matches it, sorted by name so the choice
     /// among several is stable (upstream takes the first in lister order, i.e. arbitrary).
     fn pdbs_for(&self, pod: &Pod) -> Vec<Arc<PodDisruptionBudget>> {
-        let labels = pod.metadata.labels.as_ref();
+        let labels = &pod.labels;
         let mut pdbs: Vec<_> = self
             .pdbs
             .in_namespace(&pod.namespace().unwrap_or_default())
@@ -232,7 +232,7 @@ impl Disruption {
             .pods_of(&pdb.namespace().unwrap_or_default())
             .await?
             .into_iter()
-            .filter(|p| selector.matches(p.metadata.labels.as_ref()))
+            .filter(|p| selector.matches(&p.labels))
             .collect();
         if pods.is_empty() {
             self.event(

@@ -13,7 +13,7 @@ use kube::{Client, Resource, ResourceExt};
 
 use crate::runtime::golang::go_quote;
 use crate::runtime::informer::Store;
-use crate::runtime::view::Pod;
+use crate::runtime::view::{OwnerRef, Pod};
 
 /// Groups upstream's finders accept for each built-in kind.
 const APPS_GROUPS: &[&str] = &["apps", "extensions"];
@@ -22,6 +22,7 @@ fn group_of(api_version: &str) -> (&str, &str) {
     api_version.split_once('/').unwrap_or(("", api_version))
 }
 
+/// `metav1.GetControllerOf` for a workload (a pod's is [`Pod::controller`]).
 fn controller_of<K: Resource>(obj: &K) -> Option<&OwnerReference> {
     obj.meta()
         .owner_references
@@ -68,7 +69,7 @@ impl ScaleFinder {
         let mut scales: HashMap<String, i32> = HashMap::new();
         let mut unmanaged = Vec::new();
         for pod in pods {
-            let Some(owner) = controller_of(*pod) else {
+            let Some(owner) = pod.controller() else {
                 unmanaged.push(pod.name_any());
                 continue;
             };
@@ -93,7 +94,7 @@ impl ScaleFinder {
 
     /// The built-in finders: ReplicationController, Deployment through its ReplicaSet,
     /// ReplicaSet, StatefulSet. Each needs the kind, the group and the UID to match.
-    fn find_in_stores(&self, owner: &OwnerReference, ns: &str) -> Found {
+    fn find_in_stores(&self, owner: &OwnerRef, ns: &str) -> Found {
         let (group, _) = group_of(&owner.api_version);
         let key = |name: &str| (name.to_string(), ns.to_string());
         match owner.kind.as_str() {
@@ -134,11 +135,7 @@ impl ScaleFinder {
     }
 
     /// Any other controller: its `/scale` subresource, the resource found by discovery.
-    async fn find_by_scale_subresource(
-        &self,
-        owner: &OwnerReference,
-        ns: &str,
-    ) -> Result<Found, String> {
+    async fn find_by_scale_subresource(&self, owner: &OwnerRef, ns: &str) -> Result<Found, String> {
         let (group, version) = group_of(&owner.api_version);
         let group_kind = if group.is_empty() {
             owner.kind.clone()

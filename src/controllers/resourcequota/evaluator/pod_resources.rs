@@ -55,12 +55,11 @@ impl<'p> ParsedPod<'p> {
         let label = object_label(&pod.metadata, "pod");
         let spec = pod.spec.as_ref();
         let status = pod.status.as_ref();
-        let containers = |list: Option<&'p Vec<Container>>,
+        let containers = |list: Option<&'p [Container]>,
                           field: &str,
                           problems: &mut Vec<String>|
          -> Vec<ParsedContainer<'p>> {
-            list.map(Vec::as_slice)
-                .unwrap_or_default()
+            list.unwrap_or_default()
                 .iter()
                 .enumerate()
                 .map(|(i, c)| {
@@ -83,12 +82,11 @@ impl<'p> ParsedPod<'p> {
                 })
                 .collect()
         };
-        let statuses = |list: Option<&'p Vec<ContainerStatus>>,
+        let statuses = |list: Option<&'p [ContainerStatus]>,
                         field: &str,
                         problems: &mut Vec<String>|
          -> Vec<ParsedStatus<'p>> {
-            list.map(Vec::as_slice)
-                .unwrap_or_default()
+            list.unwrap_or_default()
                 .iter()
                 .enumerate()
                 .map(|(i, cs)| {
@@ -115,26 +113,26 @@ impl<'p> ParsedPod<'p> {
                 })
                 .collect()
         };
-        let parsed_containers = containers(spec.map(|s| &s.containers), "containers", problems);
+        let parsed_containers = containers(spec.map(|s| &*s.containers), "containers", problems);
         let parsed_init = containers(
-            spec.and_then(|s| s.init_containers.as_ref()),
+            spec.and_then(|s| s.init_containers.as_deref()),
             "initContainers",
             problems,
         );
         let mut parsed_statuses = statuses(
-            status.and_then(|s| s.container_statuses.as_ref()),
+            status.and_then(|s| s.container_statuses.as_deref()),
             "containerStatuses",
             problems,
         );
         parsed_statuses.extend(statuses(
-            status.and_then(|s| s.init_container_statuses.as_ref()),
+            status.and_then(|s| s.init_container_statuses.as_deref()),
             "initContainerStatuses",
             problems,
         ));
         let pod_resources = spec.and_then(|s| s.resources.as_ref());
         let resize_infeasible = status
             .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodResizePending"))
+            .and_then(|cs| cs.iter().find(|c| &*c.type_ == "PodResizePending"))
             .is_some_and(|c| c.reason.as_deref() == Some("Infeasible"));
         Self {
             containers: parsed_containers,

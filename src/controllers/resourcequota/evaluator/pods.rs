@@ -72,8 +72,9 @@ impl Evaluator for Pods {
             p.status.as_ref().map(|s| {
                 let statuses = s
                     .container_statuses
-                    .iter()
-                    .chain(s.init_container_statuses.iter())
+                    .as_deref()
+                    .into_iter()
+                    .chain(s.init_container_statuses.as_deref())
                     .flatten();
                 statuses
                     .map(|c| (c.name.clone(), c.resources.clone()))
