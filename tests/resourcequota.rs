@@ -416,3 +416,32 @@ async fn a_pod_arriving_before_the_quota_status_is_watched_is_counted() {
     wait_used(&quotas, "q", map(&[("pods", "2")])).await;
     kcm.stop().await;
 }
+
+#[tokio::test]
+async fn a_change_undoing_a_status_write_not_yet_watched_is_written() {
+    let server = TestServer::start().await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(server.client(), NS);
+    let kcm = InProcess::start(
+        &server,
+        &[
+            "--controllers=resourcequota",
+            "--resource-quota-sync-period=10m",
+        ],
+    )
+    .await;
+    create_quota(&quotas, "q", json!({ "pods": "10" })).await;
+    wait_used(&quotas, "q", map(&[("pods", "0")])).await;
+    // From now on kcm's store sees its own status writes 10 s late: when pod a goes, the
+    // stored status still says 0 pods, the value the sync then computes.
+    server
+        .store()
+        .set_watch_delay("", "resourcequotas", std::time::Duration::from_secs(10));
+    seed_pod(&server, "a", "100m", "1Gi");
+    wait_used(&quotas, "q", map(&[("pods", "1")])).await;
+    Api::<Pod>::namespaced(server.client(), NS)
+        .delete("a", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_used(&quotas, "q", map(&[("pods", "0")])).await;
+    kcm.stop().await;
+}

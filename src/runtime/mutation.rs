@@ -13,6 +13,10 @@ use kube::{Resource, ResourceExt};
 
 type Key = (String, String);
 
+/// How long a write is trusted over the store at most (upstream's mutation cache TTL); the
+/// watch normally delivers it within moments.
+pub const MUTATION_TTL: Duration = Duration::from_secs(3600);
+
 struct Entry<K> {
     /// `None`: deleted.
     object: Option<Arc<K>>,

@@ -12,7 +12,7 @@ mod messages;
 mod scale;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
@@ -31,6 +31,7 @@ use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
 use crate::runtime::events::EventRecorder;
 use crate::runtime::informer::{Change, Informer};
+use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
 use crate::runtime::queue::{WorkQueue, run_workers};
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector;
@@ -97,6 +98,10 @@ struct Disruption {
     pdbs: Arc<Informer<PodDisruptionBudget>>,
     scales: ScaleFinder,
     writer: ApiWriter,
+    /// The status writes the PDB watch has not delivered yet, so a sync right after a write
+    /// compares against it rather than the older stored status (which a change undoing the
+    /// one just written would match, leaving the write undone; upstream waits for a resync).
+    written: Arc<MutationCache<PodDisruptionBudget>>,
     recorder: EventRecorder,
     ctx: Context,
     recheck: WorkQueue<String>,
@@ -172,7 +177,11 @@ impl Disruption {
 
     /// `sync`: the PDB's status, or the fail-safe status when that cannot be computed.
     async fn sync(&self, pdb_key: String) -> Result<(), ControllerError> {
-        let Some(pdb) = stored(&self.pdbs, &pdb_key) else {
+        let Some((ns, name)) = pdb_key.split_once('/') else {
+            return Ok(());
+        };
+        let stored = self.pdbs.store().get(ns, name);
+        let Some(pdb) = self.written.newest(ns, name, stored, Instant::now()) else {
             return Ok(());
         };
         match self.try_sync(&pdb).await {
@@ -205,11 +214,13 @@ impl Disruption {
             self.ctx.client.clone(),
             &pdb.namespace().unwrap_or_default(),
         );
-        self.writer
+        let written = self
+            .writer
             .replace_status(&api, pdb, &desired)
             .await
-            .map(|_| ())
-            .map_err(|e| ControllerError::Failed(e.to_string()))
+            .map_err(|e| ControllerError::Failed(e.to_string()))?;
+        self.written.mutated(written, Instant::now());
+        Ok(())
     }
 
     /// `trySync`: returns how long until the PDB must be looked at again, if ever.
@@ -305,10 +316,12 @@ impl Disruption {
             let mut desired = pdb.clone();
             desired.status = Some(status);
             let api: Api<PodDisruptionBudget> = Api::namespaced(self.ctx.client.clone(), &pdb_ns);
-            self.writer
+            let written = self
+                .writer
                 .replace_status(&api, pdb, &desired)
                 .await
                 .map_err(api_error)?;
+            self.written.mutated(written, Instant::now());
         }
         Ok(disrupted.recheck_at.map(|at| {
             let wait = at.0.duration_since(now.0);
@@ -416,22 +429,25 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
             informers.get::<StatefulSet>().store().clone(),
         ),
         writer: ctx.writer(CONTROLLER),
+        written: Arc::new(MutationCache::new(MUTATION_TTL)),
         recorder: ctx.recorder(REPORTER, CONTROLLER),
         ctx: ctx.clone(),
         recheck: recheck.clone(),
         stale: stale.clone(),
     };
 
+    let written = disruption.written.clone();
+    let mut feeds = vec![
+        ctx.subscribe::<PodDisruptionBudget, _>(&queue, move |change, q| match change {
+            Change::Added(p) | Change::Updated { new: p, .. } => q.add(key_of(p.as_ref())),
+            Change::Deleted(p) => {
+                written.forget(&p.namespace().unwrap_or_default(), &p.name_any());
+                q.add(key_of(p.as_ref()))
+            }
+            Change::Synced => {}
+        }),
+    ];
     let d = disruption.clone();
-    let mut feeds =
-        vec![
-            ctx.subscribe::<PodDisruptionBudget, _>(&queue, |change, q| match change {
-                Change::Added(p) | Change::Updated { new: p, .. } | Change::Deleted(p) => {
-                    q.add(key_of(p.as_ref()))
-                }
-                Change::Synced => {}
-            }),
-        ];
     feeds.push(ctx.subscribe::<Pod, _>(&queue, move |change, q| d.on_pod(change, q)));
     let d = disruption.clone();
     feeds.push(

@@ -23,7 +23,7 @@ pub mod claims;
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::PodResourceClaim;
@@ -51,7 +51,7 @@ use crate::runtime::events::EventRecorder;
 use crate::runtime::golang::go_quote;
 use crate::runtime::index::Index;
 use crate::runtime::informer::{Change, Informer, Store};
-use crate::runtime::mutation::MutationCache;
+use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector::is_dns1123_subdomain;
@@ -70,9 +70,6 @@ const DELETED_PODS: NonZeroUsize = match NonZeroUsize::new(500) {
     Some(n) => n,
     None => unreachable!(),
 };
-/// How long a write is trusted over the store (upstream's mutation cache TTL).
-const MUTATION_TTL: Duration = Duration::from_secs(3600);
-
 pub const ENTRY: ControllerEntry = ControllerEntry {
     controller: Controller::ResourceClaim,
     rbac: &[

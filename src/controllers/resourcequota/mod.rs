@@ -21,7 +21,7 @@ pub mod usage;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::ResourceQuota;
@@ -41,6 +41,7 @@ use crate::cli::Controller;
 use crate::runtime::badinput::BadInput;
 use crate::runtime::counter::{CountChange, ObjectCounter};
 use crate::runtime::informer::{Change, Informer};
+use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
 use crate::runtime::quantity::Quantity;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
@@ -109,6 +110,11 @@ struct Quota {
     rediscover: Arc<Notify>,
     count_changes: mpsc::UnboundedSender<CountChange>,
     writer: ApiWriter,
+    /// The status writes the quota watch has not delivered yet: a sync right after a write
+    /// compares against what it wrote, not the older stored status. Otherwise a change that
+    /// undoes the one just written (a pod created, then deleted) matches the stale stored
+    /// status, nothing is written, and the quota keeps the wrong `used` until the resync.
+    written: Arc<MutationCache<ResourceQuota>>,
     bad: Arc<BadInput>,
     ctx: Context,
     primary: WorkQueue<String>,
@@ -192,7 +198,8 @@ impl Quota {
         let Some((ns, name)) = quota_key.split_once('/') else {
             return Ok(());
         };
-        let Some(quota) = self.quotas.store().get(ns, name) else {
+        let stored = self.quotas.store().get(ns, name);
+        let Some(quota) = self.written.newest(ns, name, stored, Instant::now()) else {
             return Ok(());
         };
         self.ensure_counters(hard_names(&quota).iter());
@@ -201,8 +208,9 @@ impl Quota {
             let mut desired = (*quota).clone();
             desired.status = Some(status);
             let api: Api<ResourceQuota> = Api::namespaced(self.ctx.client.clone(), ns);
-            if let Err(err) = self.writer.replace_status(&api, &quota, &desired).await {
-                errors.push(err.to_string());
+            match self.writer.replace_status(&api, &quota, &desired).await {
+                Ok(written) => self.written.mutated(written, Instant::now()),
+                Err(err) => errors.push(err.to_string()),
             }
         }
         if errors.is_empty() {
@@ -261,7 +269,11 @@ impl Quota {
                 self.primary.add(key(&new))
             }
             Change::Updated { .. } | Change::Synced => {}
-            Change::Deleted(q) => self.primary.add(key(&q)),
+            Change::Deleted(q) => {
+                self.written
+                    .forget(&q.namespace().unwrap_or_default(), &q.name_any());
+                self.primary.add(key(&q))
+            }
         }
     }
 
@@ -407,6 +419,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         rediscover: Arc::new(Notify::new()),
         count_changes: count_tx,
         writer: ctx.writer(CONTROLLER),
+        written: Arc::new(MutationCache::new(MUTATION_TTL)),
         bad: Arc::new(BadInput::new(CONTROLLER, ctx.metrics.clone())),
         ctx: ctx.clone(),
         primary: WorkQueue::new(PRIMARY, &ctx.metrics.workqueue),
