@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use kube::{Resource, ResourceExt};
 
+use super::informer::Store;
+
 type Key = (String, String);
 
 /// How long a write is trusted over the store at most (upstream's mutation cache TTL); the
@@ -112,6 +114,17 @@ impl<K: Resource> MutationCache<K> {
             return stored;
         }
         entry.object.clone()
+    }
+
+    /// [`MutationCache::newest`] of what `store` holds under that name.
+    pub fn newest_in(
+        &self,
+        store: &Store<K>,
+        namespace: &str,
+        name: &str,
+        now: Instant,
+    ) -> Option<Arc<K>> {
+        self.newest(namespace, name, store.get(namespace, name), now)
     }
 
     /// The remembered writes in `namespace` matching `filter`: objects a store lookup by

@@ -107,3 +107,8 @@ pub fn key_of<K: Resource>(obj: &K) -> String {
         obj.meta().name.as_deref().unwrap_or_default()
     )
 }
+
+/// The namespace and name of a [`key_of`] key.
+pub fn split_key(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
+}

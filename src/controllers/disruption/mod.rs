@@ -35,7 +35,7 @@ use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
 use crate::runtime::queue::{WorkQueue, run_workers};
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector;
-use crate::runtime::stored::{Stored, key_of};
+use crate::runtime::stored::{Stored, key_of, split_key};
 use crate::runtime::view::Pod;
 use crate::runtime::writer::{ApiWriter, error_text};
 
@@ -67,12 +67,6 @@ pub const ENTRY: ControllerEntry = ControllerEntry {
     api: Some(("policy", "v1")),
     run: |ctx| run(ctx).boxed(),
 };
-
-/// The stored object under a `namespace/name` key.
-fn stored<K: Stored>(informer: &Informer<K>, key: &str) -> Option<Arc<K>> {
-    let (ns, name) = key.split_once('/')?;
-    informer.store().get(ns, name)
-}
 
 /// Why a sync failed: a conflict is retried as is; anything else first writes the fail-safe
 /// status.
@@ -177,11 +171,11 @@ impl Disruption {
 
     /// `sync`: the PDB's status, or the fail-safe status when that cannot be computed.
     async fn sync(&self, pdb_key: String) -> Result<(), ControllerError> {
-        let Some((ns, name)) = pdb_key.split_once('/') else {
-            return Ok(());
-        };
-        let stored = self.pdbs.store().get(ns, name);
-        let Some(pdb) = self.written.newest(ns, name, stored, Instant::now()) else {
+        let (ns, name) = split_key(&pdb_key);
+        let Some(pdb) = self
+            .written
+            .newest_in(self.pdbs.store(), ns, name, Instant::now())
+        else {
             return Ok(());
         };
         match self.try_sync(&pdb).await {
@@ -346,7 +340,8 @@ impl Disruption {
 
     /// Resets a DisruptionTarget condition that nobody acted on within two minutes.
     async fn clear_stale_condition(&self, pod_key: String) -> Result<(), ControllerError> {
-        let Some(pod) = stored(&self.pods, &pod_key) else {
+        let (ns, name) = split_key(&pod_key);
+        let Some(pod) = self.pods.store().get(ns, name) else {
             return Ok(());
         };
         let now = self.now();

@@ -55,7 +55,7 @@ use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector::is_dns1123_subdomain;
-use crate::runtime::stored::key_of;
+use crate::runtime::stored::{key_of, split_key};
 use crate::runtime::view::Pod;
 use crate::runtime::writer::{ApiWriter, error_text};
 
@@ -106,10 +106,6 @@ enum Key {
     Claim(String),
 }
 
-fn split(key: &str) -> (&str, &str) {
-    key.split_once('/').unwrap_or(("", key))
-}
-
 #[derive(Clone)]
 struct ResourceClaims {
     ctx: Context,
@@ -135,9 +131,8 @@ struct ResourceClaims {
 impl ResourceClaims {
     /// The claim as this controller last knows it: the store, or its own newer write.
     fn claim(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaim>> {
-        let stored = self.claims.store().get(namespace, name);
         self.mutations
-            .newest(namespace, name, stored, Instant::now())
+            .newest_in(self.claims.store(), namespace, name, Instant::now())
     }
 
     fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
@@ -152,7 +147,7 @@ impl ResourceClaims {
             .claims_by_owner
             .get(uid)
             .iter()
-            .map(|key| split(key).1.to_string())
+            .map(|key| split_key(key).1.to_string())
             .collect();
         names.extend(
             self.mutations
@@ -242,7 +237,7 @@ impl ResourceClaims {
     /// Every pod indexed under `value` gets `enqueuePod`.
     fn enqueue_pods(&self, index: &Index, value: &str) {
         for key in index.get(value) {
-            let (namespace, name) = split(&key);
+            let (namespace, name) = split_key(&key);
             if let Some(pod) = self.pod(namespace, name) {
                 self.enqueue_pod(&pod, false);
             }
@@ -263,7 +258,7 @@ impl ResourceClaims {
             .collect();
         self.claims_by_owner.set(&key, owner);
         if deleted {
-            let (namespace, name) = split(&key);
+            let (namespace, name) = split_key(&key);
             self.mutations.forget(namespace, name);
         } else {
             self.queue.add(Key::Claim(key.clone()));
@@ -299,7 +294,7 @@ impl ResourceClaims {
     /// `syncPod`: every claim of the pod exists and is recorded in its status; a pod already
     /// on a node is reserved on its allocated claims.
     async fn sync_pod(&self, key: &str) -> Result<(), String> {
-        let (namespace, name) = split(key);
+        let (namespace, name) = split_key(key);
         let Some(pod) = self.pod(namespace, name) else {
             return Ok(());
         };
@@ -525,7 +520,7 @@ impl ResourceClaims {
     /// `syncClaim`: stale reservations dropped, the claim deallocated and its finalizer
     /// removed when it fell out of use, and a generated claim deleted when its pod is done.
     async fn sync_claim(&self, key: &str) -> Result<(), String> {
-        let (namespace, name) = split(key);
+        let (namespace, name) = split_key(key);
         let Some(mut claim) = self.claim(namespace, name) else {
             return Ok(());
         };
@@ -617,7 +612,7 @@ impl ResourceClaims {
             .get(&format!("{namespace}/{claim}"))
             .into_iter()
             .find(|pod_key| {
-                let (ns, name) = split(pod_key);
+                let (ns, name) = split_key(pod_key);
                 self.pod(ns, name).is_some_and(|pod| {
                     !pod_is_done(&pod)
                         && pod_claims(&pod)

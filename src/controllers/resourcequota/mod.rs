@@ -45,6 +45,7 @@ use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
 use crate::runtime::quantity::Quantity;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
+use crate::runtime::stored::split_key;
 use crate::runtime::writer::ApiWriter;
 
 const CONTROLLER: &str = "resourcequota-controller";
@@ -195,11 +196,11 @@ impl Quota {
     }
 
     async fn sync(&self, quota_key: String) -> Result<(), ControllerError> {
-        let Some((ns, name)) = quota_key.split_once('/') else {
-            return Ok(());
-        };
-        let stored = self.quotas.store().get(ns, name);
-        let Some(quota) = self.written.newest(ns, name, stored, Instant::now()) else {
+        let (ns, name) = split_key(&quota_key);
+        let Some(quota) = self
+            .written
+            .newest_in(self.quotas.store(), ns, name, Instant::now())
+        else {
             return Ok(());
         };
         self.ensure_counters(hard_names(&quota).iter());
