@@ -8,9 +8,8 @@ use futures::future::join_all;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::Controller;
 use crate::cli::Settings;
-use crate::controllers::{Context, ControllerEntry};
+use crate::controllers::Context;
 use crate::runtime::client::{ClientError, Clients, load_config};
 use crate::runtime::clock::{self, Clock};
 use crate::runtime::informer::Informers;
@@ -19,15 +18,8 @@ use crate::runtime::metrics::Metrics;
 use crate::runtime::serving;
 use crate::runtime::startup::Startup;
 
-/// Every controller kcm has. Adding one is one line here.
 /// Every controller kcm runs, with what it needs (API group, RBAC).
-pub const CONTROLLERS: &[ControllerEntry] = &[
-    crate::controllers::ttl::ENTRY,
-    crate::controllers::storageversiongc::ENTRY,
-    crate::controllers::disruption::ENTRY,
-    crate::controllers::resourcequota::ENTRY,
-    crate::controllers::resourceclaim::ENTRY,
-];
+pub use crate::controllers::CONTROLLERS;
 
 /// How long in-flight reconciles may take to finish after SIGTERM.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -80,18 +72,6 @@ async fn api_served(client: &Client, group: &str, version: &str) -> bool {
         .list_api_group_resources(&format!("{group}/{version}"))
         .await
         .is_ok()
-}
-
-/// The name of `controller`'s client, as upstream's `ClientBuilder.ClientOrDie(name)`: it
-/// ends the user agent and owns a token bucket.
-fn client_name(controller: Controller) -> &'static str {
-    match controller {
-        Controller::ResourceQuota => "resourcequota-controller",
-        Controller::ResourceClaim => "resource-claim-controller",
-        Controller::Disruption => "disruption-controller",
-        Controller::Ttl => "ttl-controller",
-        Controller::StorageVersionGc => "storage-version-garbage-collector",
-    }
 }
 
 /// Runs kcm until SIGTERM/SIGINT (Ok) or until the lease is lost or a controller fails (Err).
@@ -226,10 +206,7 @@ pub async fn run_with_config(
     }
     let mut tasks = Vec::new();
     let mut startups = Vec::new();
-    for entry in CONTROLLERS
-        .iter()
-        .filter(|e| settings.enabled_controllers.contains(&e.controller))
-    {
+    for entry in settings.enabled_controllers.iter().map(|c| c.descriptor()) {
         if let Some((group, version)) = entry.api
             && !api_served(&discovery, group, version).await
         {
@@ -237,11 +214,11 @@ pub async fn run_with_config(
             continue;
         }
         tracing::info!(controller = %entry.controller, "starting controller");
-        let name = entry.controller.canonical_name();
+        let name = entry.name;
         let startup = Startup::new(name);
         startups.push(startup.clone());
         let run = (entry.run)(Context {
-            client: clients.client(client_name(entry.controller))?,
+            client: clients.client(entry.client)?,
             metadata_client: metadata_client.clone(),
             informers: informers.clone(),
             metrics: metrics.clone(),

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use clap::{ArgAction, Parser, ValueEnum};
 
+use crate::controllers::{CONTROLLERS, Descriptor};
+
 const CONTROLLERS_HELP: &str = "Controllers to run, comma-separated. '*' enables all; NAME \
 enables and -NAME disables one; the first entry naming a controller wins. Names (aliases in \
 parentheses): resourcequota-controller (resourcequota), resourceclaim-controller \
@@ -544,7 +546,8 @@ pub fn parse_go_bool(text: &str) -> Result<bool, CliError> {
 // ---------------------------------------------------------------------------------------------
 // Controllers
 
-/// The kube-controller-manager controllers kcm implements, in canonical order.
+/// The kube-controller-manager controllers kcm implements, in canonical order; what each is
+/// lives in its [`Descriptor`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Controller {
     ResourceQuota,
@@ -563,37 +566,24 @@ impl Controller {
         Controller::StorageVersionGc,
     ];
 
+    /// Its name, aliases, gates, RBAC and constructor.
+    pub fn descriptor(self) -> &'static Descriptor {
+        &CONTROLLERS[self as usize]
+    }
+
     /// kube-controller-manager's name, as accepted by --controllers.
     pub fn canonical_name(self) -> &'static str {
-        match self {
-            Controller::ResourceQuota => "resourcequota-controller",
-            Controller::ResourceClaim => "resourceclaim-controller",
-            Controller::Disruption => "disruption-controller",
-            Controller::Ttl => "ttl-controller",
-            Controller::StorageVersionGc => "storageversion-garbage-collector-controller",
-        }
+        self.descriptor().name
     }
 
     /// Older names kube-controller-manager still accepts.
     pub fn aliases(self) -> &'static [&'static str] {
-        match self {
-            Controller::ResourceQuota => &["resourcequota"],
-            Controller::ResourceClaim => &["resource-claim-controller"],
-            Controller::Disruption => &["disruption"],
-            Controller::Ttl => &["ttl"],
-            Controller::StorageVersionGc => &["storage-version-gc"],
-        }
+        self.descriptor().aliases
     }
 
     /// Gates that must all be on for the controller to start, checked in this order.
     pub fn required_gates(self) -> &'static [FeatureGate] {
-        match self {
-            Controller::StorageVersionGc => &[
-                FeatureGate::ApiServerIdentity,
-                FeatureGate::StorageVersionApi,
-            ],
-            _ => &[],
-        }
+        self.descriptor().required_gates
     }
 
     /// Looks up a canonical name or an alias (exact match, as kube-controller-manager does).

@@ -13,15 +13,14 @@ use futures::future::BoxFuture;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{Controller, Settings};
+use crate::cli::{Controller, FeatureGate, Settings};
 use crate::runtime::clock::Clock;
+use crate::runtime::controller::{ControllerBuilder, TaskError};
 use crate::runtime::events::EventRecorder;
-use crate::runtime::informer::{Change, Informers, feed};
+use crate::runtime::informer::Informers;
 use crate::runtime::metrics::Metrics;
-use crate::runtime::queue::{QueueKey, WorkQueue, run_workers};
 use crate::runtime::rbac::Rule;
 use crate::runtime::startup::Startup;
-use crate::runtime::stored::Stored;
 use crate::runtime::writer::ApiWriter;
 
 /// What a controller runs with.
@@ -62,82 +61,16 @@ impl Context {
 }
 
 impl Context {
-    /// Runs `workers` workers on `queue` (client-go semantics), each reconcile counted and
-    /// timed under `controller`. The queue counts towards the first full pass from this call
-    /// on (not from the first poll), so a controller's queues are all counted before any of
-    /// them can drain.
-    pub fn run_workers<K, F, Fut, E>(
-        &self,
-        queue: WorkQueue<K>,
-        workers: usize,
-        controller: &'static str,
-        reconcile: F,
-    ) -> impl Future<Output = ()> + Send + use<K, F, Fut, E>
-    where
-        K: QueueKey,
-        F: Fn(K) -> Fut + Clone + Send + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
-        E: std::fmt::Display + Send + 'static,
-    {
-        let metrics = self.metrics.clone();
-        let startup = self.startup.clone();
-        startup.queue();
-        async move {
-            let drained = queue.clone();
-            let work = run_workers(queue, workers, move |key| {
-                let metrics = metrics.clone();
-                let work = reconcile(key);
-                async move { metrics.observe(controller, work).await }
-            });
-            let first_pass = async {
-                startup.first_drain(|| drained.is_idle()).await;
-                std::future::pending::<()>().await
-            };
-            tokio::select! {
-                () = work => {}
-                () = first_pass => {}
-            }
-        }
-    }
-
-    /// Waits for every feed's first list (upstream's `WaitForNamedCacheSync`), or shutdown;
-    /// logs the stores line once synced.
-    pub async fn wait_synced(&self, synced: Vec<tokio::sync::oneshot::Receiver<()>>) {
-        tokio::select! {
-            _ = self.shutdown.cancelled() => {}
-            _ = futures::future::join_all(synced) => self.startup.synced(),
-        }
-    }
-}
-
-/// A controller's feed of one informer: the task, and the signal that the first list was
-/// delivered (client-go's handler HasSynced).
-pub type Feed = (
-    tokio::task::JoinHandle<()>,
-    tokio::sync::oneshot::Receiver<()>,
-);
-
-impl Context {
-    /// Subscribes `on_change` to `K`'s shared informer until shutdown; `queue` is shut down
-    /// when the feed ends (see [`feed`]).
-    pub fn subscribe<K: Stored, Q: QueueKey>(
-        &self,
-        queue: &WorkQueue<Q>,
-        on_change: impl FnMut(Change<K>, &WorkQueue<Q>) + Send + 'static,
-    ) -> Feed {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let informer = self.informers.get::<K>();
-        let store = informer.store().clone();
-        self.startup
-            .store(K::plural(&()).to_string(), move || store.len());
-        let task = tokio::spawn(feed(
-            informer.subscribe(),
-            queue.clone(),
-            self.shutdown.clone(),
-            tx,
-            on_change,
-        ));
-        (task, rx)
+    /// The declaration of the controller's wiring (watches, lanes, triggers); its reconciles
+    /// are counted under its canonical name, as its startup lines.
+    pub fn controller(&self) -> ControllerBuilder {
+        ControllerBuilder::new(
+            self.startup.controller(),
+            self.informers.clone(),
+            self.metrics.clone(),
+            self.startup.clone(),
+            &self.shutdown,
+        )
     }
 }
 
@@ -147,9 +80,26 @@ pub enum ControllerError {
     Failed(String),
 }
 
-/// How a controller is started: `run` returns when `Context::shutdown` is cancelled.
-pub struct ControllerEntry {
+impl From<TaskError> for ControllerError {
+    fn from(err: TaskError) -> Self {
+        ControllerError::Failed(err.to_string())
+    }
+}
+
+/// Everything about one controller in one place (upstream's `ControllerDescriptor`): its
+/// names, the gates it needs, its client, RBAC, and how it is started. `run` returns when
+/// `Context::shutdown` is cancelled.
+pub struct Descriptor {
     pub controller: Controller,
+    /// kube-controller-manager's name, as accepted by --controllers.
+    pub name: &'static str,
+    /// Older names kube-controller-manager still accepts.
+    pub aliases: &'static [&'static str],
+    /// Gates that must all be on for the controller to start, checked in this order.
+    pub required_gates: &'static [FeatureGate],
+    /// The name of its client, as upstream's `ClientBuilder.ClientOrDie(name)`: it ends the
+    /// user agent and owns a token bucket.
+    pub client: &'static str,
     /// The API group/version it needs; the controller is skipped when the cluster does not
     /// serve it, instead of crash-looping.
     pub api: Option<(&'static str, &'static str)>,
@@ -160,4 +110,28 @@ pub struct ControllerEntry {
     /// kube-controller-manager's own identity, not the controller's role).
     pub informs: &'static [Rule],
     pub run: fn(Context) -> BoxFuture<'static, Result<(), ControllerError>>,
+}
+
+/// Every controller kcm has, in [`Controller::ALL`] order (indexed by it). Adding one is a
+/// variant there and a line here.
+pub const CONTROLLERS: &[Descriptor; Controller::ALL.len()] = &[
+    resourcequota::DESCRIPTOR,
+    resourceclaim::DESCRIPTOR,
+    disruption::DESCRIPTOR,
+    ttl::DESCRIPTOR,
+    storageversiongc::DESCRIPTOR,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_are_in_controller_order() {
+        for (index, controller) in Controller::ALL.into_iter().enumerate() {
+            assert_eq!(controller as usize, index);
+            assert_eq!(CONTROLLERS[index].controller, controller);
+            assert_eq!(controller.descriptor().controller, controller);
+        }
+    }
 }

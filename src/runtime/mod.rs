@@ -4,6 +4,7 @@ pub mod backoff;
 pub mod badinput;
 pub mod client;
 pub mod clock;
+pub mod controller;
 pub mod counter;
 pub mod events;
 pub mod golang;

@@ -27,12 +27,12 @@ use self::budget::{
     fail_safe_status, needs_controller_scale, new_status, stale_disruption_wait,
 };
 use self::scale::ScaleFinder;
-use super::{Context, ControllerEntry, ControllerError};
+use super::{Context, ControllerError, Descriptor};
 use crate::cli::Controller;
 use crate::runtime::events::EventRecorder;
 use crate::runtime::informer::{Change, Informer};
 use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
-use crate::runtime::queue::{WorkQueue, run_workers};
+use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector;
 use crate::runtime::stored::{Stored, key_of, split_key};
@@ -46,8 +46,12 @@ const QUEUE: &str = "disruption";
 const RECHECK_QUEUE: &str = "disruption_recheck";
 const STALE_POD_QUEUE: &str = "stale_pod_disruption";
 
-pub const ENTRY: ControllerEntry = ControllerEntry {
+pub const DESCRIPTOR: Descriptor = Descriptor {
     controller: Controller::Disruption,
+    name: CONTROLLER,
+    aliases: &["disruption"],
+    required_gates: &[],
+    client: CONTROLLER,
     rbac: &[
         Rule::new(&["extensions", "apps"], &["deployments"], READ_VERBS),
         Rule::new(&["apps", "extensions"], &["replicasets"], READ_VERBS),
@@ -432,77 +436,53 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     };
 
     let written = disruption.written.clone();
-    let mut feeds = vec![
-        ctx.subscribe::<PodDisruptionBudget, _>(&queue, move |change, q| match change {
-            Change::Added(p) | Change::Updated { new: p, .. } => q.add(key_of(p.as_ref())),
-            Change::Deleted(p) => {
-                written.forget(&p.namespace().unwrap_or_default(), &p.name_any());
-                q.add(key_of(p.as_ref()))
-            }
-            Change::Synced => {}
-        }),
-    ];
-    let d = disruption.clone();
-    feeds.push(ctx.subscribe::<Pod, _>(&queue, move |change, q| d.on_pod(change, q)));
-    let d = disruption.clone();
-    feeds.push(
-        ctx.subscribe::<ReplicationController, _>(&queue, move |c, q| {
-            d.on_workload(&c, |o| o.spec.as_ref().and_then(|s| s.replicas), q)
-        }),
-    );
-    let d = disruption.clone();
-    feeds.push(ctx.subscribe::<ReplicaSet, _>(&queue, move |c, q| {
-        d.on_workload(&c, |o| o.spec.replicas, q)
-    }));
-    let d = disruption.clone();
-    feeds.push(ctx.subscribe::<Deployment, _>(&queue, move |c, q| {
-        d.on_workload(&c, |o| o.spec.replicas, q)
-    }));
-    let d = disruption.clone();
-    feeds.push(ctx.subscribe::<StatefulSet, _>(&queue, move |c, q| {
-        d.on_workload(&c, |o| o.spec.replicas, q)
-    }));
-
-    // Every cache first, as upstream's WaitForNamedCacheSync.
-    let (tasks, synced): (Vec<_>, Vec<_>) = feeds.into_iter().unzip();
-    ctx.wait_synced(synced).await;
-    let shutdown = ctx.shutdown.clone();
-    let (recheck_stop, stale_stop) = (recheck.clone(), stale.clone());
-    tokio::spawn(async move {
-        shutdown.cancelled().await;
-        recheck_stop.shut_down();
-        stale_stop.shut_down();
-    });
-
     let workers = ctx.settings.concurrent_disruption_syncs.get() as usize;
+    let (d, to_main) = (disruption.clone(), queue.clone());
+    let mut controller = ctx.controller();
+    // Every cache first, as upstream's WaitForNamedCacheSync.
+    controller
+        .watch(
+            &queue,
+            move |change: Change<PodDisruptionBudget>, q| match change {
+                Change::Added(p) | Change::Updated { new: p, .. } => q.add(key_of(p.as_ref())),
+                Change::Deleted(p) => {
+                    written.forget(&p.namespace().unwrap_or_default(), &p.name_any());
+                    q.add(key_of(p.as_ref()))
+                }
+                Change::Synced => {}
+            },
+        )
+        .watch(&queue, move |change, q| d.on_pod(change, q));
     let d = disruption.clone();
-    let main = ctx.run_workers(
-        queue.clone(),
-        workers,
-        CONTROLLER,
-        move |pdb_key: String| {
+    controller.watch(&queue, move |c: Change<ReplicationController>, q| {
+        d.on_workload(&c, |o| o.spec.as_ref().and_then(|s| s.replicas), q)
+    });
+    let d = disruption.clone();
+    controller.watch(&queue, move |c: Change<ReplicaSet>, q| {
+        d.on_workload(&c, |o| o.spec.replicas, q)
+    });
+    let d = disruption.clone();
+    controller.watch(&queue, move |c: Change<Deployment>, q| {
+        d.on_workload(&c, |o| o.spec.replicas, q)
+    });
+    let d = disruption.clone();
+    controller.watch(&queue, move |c: Change<StatefulSet>, q| {
+        d.on_workload(&c, |o| o.spec.replicas, q)
+    });
+    let d = disruption.clone();
+    controller
+        .lane(&queue, workers, move |pdb_key: String| {
             let d = d.clone();
             async move { d.sync(pdb_key).await }
-        },
-    );
-    // Upstream's recheck worker hands each due PDB to the main queue, rate limited.
-    let to_main = queue.clone();
-    let rechecks = run_workers(recheck, 1, move |pdb_key: String| {
-        let to_main = to_main.clone();
-        async move {
+        })
+        // Upstream's recheck worker hands each due PDB to the main queue, rate limited.
+        .relay(&recheck, 1, move |pdb_key: String| {
             to_main.add_rate_limited(pdb_key);
-            Ok::<(), ControllerError>(())
-        }
-    });
-    let d = disruption.clone();
-    let stale_pods = ctx.run_workers(stale, 1, CONTROLLER, move |pod_key: String| {
-        let d = d.clone();
-        async move { d.clear_stale_condition(pod_key).await }
-    });
-    tokio::join!(main, rechecks, stale_pods);
-    for task in tasks {
-        task.await
-            .map_err(|e| ControllerError::Failed(e.to_string()))?;
-    }
-    Ok(())
+            async { Ok::<(), ControllerError>(()) }
+        })
+        .lane(&stale, 1, move |pod_key: String| {
+            let d = disruption.clone();
+            async move { d.clear_stale_condition(pod_key).await }
+        });
+    Ok(controller.run().await?)
 }

@@ -44,7 +44,7 @@ use self::claims::{
     release, reserved_for, reserved_for_pod, resolve, resolved_names, statuses_to_record,
     template_names, uses_claims,
 };
-use super::{Context, ControllerEntry, ControllerError};
+use super::{Context, ControllerError, Descriptor};
 use crate::cli::{Controller, FeatureGate};
 use crate::runtime::badinput::BadInput;
 use crate::runtime::events::EventRecorder;
@@ -70,8 +70,12 @@ const DELETED_PODS: NonZeroUsize = match NonZeroUsize::new(500) {
     Some(n) => n,
     None => unreachable!(),
 };
-pub const ENTRY: ControllerEntry = ControllerEntry {
+pub const DESCRIPTOR: Descriptor = Descriptor {
     controller: Controller::ResourceClaim,
+    name: CONTROLLER,
+    aliases: &["resource-claim-controller"],
+    required_gates: &[],
+    client: "resource-claim-controller",
     rbac: &[
         Rule::new(&[""], &["pods"], READ_VERBS),
         Rule::new(&[""], &["pods/finalizers"], &["update"]),
@@ -771,28 +775,20 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         ))
         .map_err(metric_error)?;
 
-    let c = controller.clone();
-    let mut feeds =
-        vec![ctx.subscribe::<ResourceClaim, _>(&queue, move |change, _| c.on_claim(change))];
-    let c = controller.clone();
-    feeds.push(ctx.subscribe::<Pod, _>(&queue, move |change, _| c.on_pod(change)));
-    let c = controller.clone();
-    feeds.push(
-        ctx.subscribe::<ResourceClaimTemplate, _>(&queue, move |change, _| c.on_template(change)),
-    );
-    let (tasks, synced): (Vec<_>, Vec<_>) = feeds.into_iter().unzip();
-    ctx.wait_synced(synced).await;
-
     let workers = ctx.settings.concurrent_resourceclaim_syncs.get() as usize;
-    let c = controller.clone();
-    ctx.run_workers(queue, workers, CONTROLLER, move |key: Key| {
-        let c = c.clone();
-        async move { c.sync(key).await }
-    })
-    .await;
-    for task in tasks {
-        task.await
-            .map_err(|e| ControllerError::Failed(e.to_string()))?;
-    }
-    Ok(())
+    let (claims, pods, templates) = (controller.clone(), controller.clone(), controller.clone());
+    let mut wiring = ctx.controller();
+    wiring
+        .watch(&queue, move |change: Change<ResourceClaim>, _| {
+            claims.on_claim(change)
+        })
+        .watch(&queue, move |change: Change<Pod>, _| pods.on_pod(change))
+        .watch(&queue, move |change: Change<ResourceClaimTemplate>, _| {
+            templates.on_template(change)
+        })
+        .lane(&queue, workers, move |key: Key| {
+            let c = controller.clone();
+            async move { c.sync(key).await }
+        });
+    Ok(wiring.run().await?)
 }

@@ -36,7 +36,7 @@ use self::evaluator::{REGISTRY, Registered, Replenish, Snapshot};
 use self::scope::{QuotaScope, parse_scope};
 use self::status::{candidates, hard_changed, needs_priority, next_status};
 use self::usage::{ResourceList, add_lists, mask_list, out_of_range_names};
-use super::{Context, ControllerEntry, ControllerError};
+use super::{Context, ControllerError, Descriptor};
 use crate::cli::Controller;
 use crate::runtime::badinput::BadInput;
 use crate::runtime::counter::{CountChange, ObjectCounter};
@@ -54,8 +54,12 @@ const PRIORITY: &str = "resourcequota_priority";
 /// Upstream re-discovers quotable resources this often.
 const DISCOVERY_PERIOD: Duration = Duration::from_secs(30);
 
-pub const ENTRY: ControllerEntry = ControllerEntry {
+pub const DESCRIPTOR: Descriptor = Descriptor {
     controller: Controller::ResourceQuota,
+    name: CONTROLLER,
+    aliases: &["resourcequota"],
+    required_gates: &[],
+    client: CONTROLLER,
     rbac: &[
         Rule::new(&["*"], &["*"], &["list", "watch"]),
         Rule::new(&[""], &["resourcequotas/status"], &["update"]),
@@ -247,6 +251,38 @@ impl Quota {
         }
     }
 
+    /// The periodic full resync: checks the totals, then every quota into the primary lane.
+    fn resync(&self) {
+        self.verify_totals();
+        for each in self.quotas.store().state() {
+            self.primary.add(key(&each));
+        }
+    }
+
+    /// An object count changed in a namespace (or listed for the first time: every
+    /// namespace with a quota): the quotas counting that type are replenished.
+    fn count_changed(&self, change: CountChange) {
+        let evaluator = lock(&self.counters).get(&change.resource).cloned();
+        let Some(evaluator) = evaluator else { return };
+        let at = self.snapshot();
+        match change.namespace {
+            Some(ns) => self.replenish(&ns, &*evaluator, &at),
+            // First complete list: every quota counting the type can be computed now.
+            None => {
+                let namespaces: BTreeSet<String> = self
+                    .quotas
+                    .store()
+                    .state()
+                    .iter()
+                    .filter_map(|quota| quota.namespace())
+                    .collect();
+                for ns in namespaces {
+                    self.replenish(&ns, &*evaluator, &at);
+                }
+            }
+        }
+    }
+
     /// upstream's addQuota: which lane a new or re-specified quota goes to.
     fn route(&self, quota: &ResourceQuota) {
         self.ensure_counters(hard_names(quota).iter());
@@ -411,7 +447,7 @@ async fn discover_quotable(client: &Client) -> Result<Vec<Quotable>, kube::Error
 async fn run(ctx: Context) -> Result<(), ControllerError> {
     let quotas = ctx.informers.get::<ResourceQuota>();
     let typed = evaluator::start(&ctx.client, &ctx.informers).await;
-    let (count_tx, mut count_rx) = mpsc::unbounded_channel();
+    let (count_tx, count_rx) = mpsc::unbounded_channel();
     let quota = Quota {
         quotas,
         typed: typed.into(),
@@ -428,107 +464,51 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     };
     quota.discover().await;
 
+    let workers = ctx.settings.concurrent_resource_quota_syncs.get() as usize;
+    let mut controller = ctx.controller();
     let q = quota.clone();
-    let mut feeds = vec![
-        ctx.subscribe(&quota.primary, move |c: Change<ResourceQuota>, _| {
-            q.on_quota(c)
-        }),
-    ];
+    controller.watch(&quota.primary, move |c: Change<ResourceQuota>, _| {
+        q.on_quota(c)
+    });
     let q = quota.clone();
     let replenish: Replenish = Arc::new(move |ns, evaluator, at| q.replenish(ns, evaluator, at));
     for evaluator in quota.typed.iter() {
-        feeds.extend(
-            evaluator
-                .clone()
-                .watch(&ctx, &quota.primary, replenish.clone()),
-        );
+        evaluator
+            .clone()
+            .watch(&ctx, &mut controller, &quota.primary, replenish.clone());
     }
-    let (tasks, synced): (Vec<_>, Vec<_>) = feeds.into_iter().unzip();
-    ctx.wait_synced(synced).await;
-
     // Count changes replenish the quotas counting that type.
     let q = quota.clone();
-    let shutdown = ctx.shutdown.clone();
-    tokio::spawn(async move {
-        loop {
-            let change = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                change = count_rx.recv() => change,
-            };
-            let Some(change) = change else { break };
-            let evaluator = lock(&q.counters).get(&change.resource).cloned();
-            let Some(evaluator) = evaluator else { continue };
-            let at = q.snapshot();
-            match change.namespace {
-                Some(ns) => q.replenish(&ns, &*evaluator, &at),
-                // First complete list: every quota counting the type can be computed now.
-                None => {
-                    let namespaces: BTreeSet<String> = q
-                        .quotas
-                        .store()
-                        .state()
-                        .iter()
-                        .filter_map(|quota| quota.namespace())
-                        .collect();
-                    for ns in namespaces {
-                        q.replenish(&ns, &*evaluator, &at);
-                    }
-                }
-            }
-        }
+    controller.consume("object counts", count_rx, move |change| {
+        q.count_changed(change)
     });
     // Discovery every period, or at once when a quota names a type not seen yet.
     let q = quota.clone();
-    let shutdown = ctx.shutdown.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(DISCOVERY_PERIOD) => {}
-                _ = q.rediscover.notified() => {}
-            }
-            q.discover().await;
-        }
-    });
+    controller.every(
+        "discovery",
+        DISCOVERY_PERIOD,
+        Some(quota.rediscover.clone()),
+        move || {
+            let q = q.clone();
+            async move { q.discover().await }
+        },
+    );
     // Periodic full resync into the primary lane.
     if let Some(period) = ctx.settings.resource_quota_sync_period {
         let q = quota.clone();
-        let shutdown = ctx.shutdown.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    _ = tokio::time::sleep(period) => {}
-                }
-                q.verify_totals();
-                for each in q.quotas.store().state() {
-                    q.primary.add(key(&each));
-                }
-            }
+        controller.every("resync", period, None, move || {
+            q.resync();
+            async {}
         });
     } else {
         tracing::info!("periodic quota controller resync disabled");
     }
-    let shutdown = ctx.shutdown.clone();
-    let (primary, priority) = (quota.primary.clone(), quota.priority.clone());
-    tokio::spawn(async move {
-        shutdown.cancelled().await;
-        primary.shut_down();
-        priority.shut_down();
-    });
-
-    let workers = ctx.settings.concurrent_resource_quota_syncs.get() as usize;
-    let lane = |queue: WorkQueue<String>| {
+    for lane in [&quota.primary, &quota.priority] {
         let q = quota.clone();
-        ctx.run_workers(queue, workers, CONTROLLER, move |quota_key: String| {
+        controller.lane(lane, workers, move |quota_key: String| {
             let q = q.clone();
             async move { q.sync(quota_key).await }
-        })
-    };
-    tokio::join!(lane(quota.primary.clone()), lane(quota.priority.clone()));
-    for task in tasks {
-        task.await
-            .map_err(|e| ControllerError::Failed(e.to_string()))?;
+        });
     }
-    Ok(())
+    Ok(controller.run().await?)
 }

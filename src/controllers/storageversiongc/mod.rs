@@ -18,8 +18,8 @@ use kube::api::{Api, DeleteParams, ListParams};
 use self::gc::{
     IDENTITY_NAMESPACE, Outcome, collect, entries, has_identity_label, is_identity_lease,
 };
-use super::{Context, ControllerEntry, ControllerError};
-use crate::cli::Controller;
+use super::{Context, ControllerError, Descriptor};
+use crate::cli::{Controller, FeatureGate};
 use crate::runtime::informer::{Change, Store};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{READ_VERBS, Rule, informs};
@@ -30,8 +30,15 @@ const CONTROLLER: &str = "storageversion-garbage-collector-controller";
 const LEASE_QUEUE: &str = "storage_version_garbage_collector_leases";
 const STORAGE_VERSION_QUEUE: &str = "storage_version_garbage_collector_storageversions";
 
-pub const ENTRY: ControllerEntry = ControllerEntry {
+pub const DESCRIPTOR: Descriptor = Descriptor {
     controller: Controller::StorageVersionGc,
+    name: CONTROLLER,
+    aliases: &["storage-version-gc"],
+    required_gates: &[
+        FeatureGate::ApiServerIdentity,
+        FeatureGate::StorageVersionApi,
+    ],
+    client: "storage-version-garbage-collector",
     rbac: &[
         Rule::new(&["coordination.k8s.io"], &["leases"], READ_VERBS),
         Rule::new(
@@ -149,7 +156,6 @@ fn names_unknown_server(sv: &StorageVersion, leases: &Store<Lease>) -> bool {
 }
 
 async fn run(ctx: Context) -> Result<(), ControllerError> {
-    let lease_informer = ctx.informers.get::<Lease>();
     let gc = Gc {
         leases: Api::namespaced(ctx.client.clone(), IDENTITY_NAMESPACE),
         storage_versions: Api::all(ctx.client.clone()),
@@ -157,38 +163,35 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     };
     let lease_queue = WorkQueue::new(LEASE_QUEUE, &ctx.metrics.workqueue);
     let sv_queue = WorkQueue::new(STORAGE_VERSION_QUEUE, &ctx.metrics.workqueue);
-
-    let (lease_handler, leases_ready) = ctx.subscribe::<Lease, _>(&lease_queue, |change, queue| {
-        if let Change::Deleted(lease) = change
-            && is_identity_lease(&lease)
-        {
-            queue.add(lease.name_any());
-        }
-    });
-    let lease_store = lease_informer.store().clone();
-    let (sv_handler, svs_ready) =
-        ctx.subscribe::<StorageVersion, _>(&sv_queue, move |change, queue| {
+    let lease_store = ctx.informers.get::<Lease>().store().clone();
+    let lease_gc = gc.clone();
+    // Both caches first, as upstream's WaitForNamedCacheSync.
+    let mut controller = ctx.controller();
+    controller
+        .watch(&lease_queue, |change: Change<Lease>, queue| {
+            if let Change::Deleted(lease) = change
+                && is_identity_lease(&lease)
+            {
+                queue.add(lease.name_any());
+            }
+        })
+        .watch(&sv_queue, move |change: Change<StorageVersion>, queue| {
             if let Change::Added(sv) | Change::Updated { new: sv, .. } = change
                 && names_unknown_server(&sv, &lease_store)
             {
                 queue.add(sv.name_any());
             }
+        })
+        .lane(&lease_queue, 1, move |name: String| {
+            let gc = lease_gc.clone();
+            async move { gc.lease_deleted(name).await }
+        })
+        .lane(&sv_queue, 1, move |name: String| {
+            let gc = gc.clone();
+            async move { gc.storage_version_changed(name).await }
         });
-
-    // Both caches first, as upstream's WaitForNamedCacheSync.
-    ctx.wait_synced(vec![leases_ready, svs_ready]).await;
     tracing::debug!("Starting storage version garbage collector");
-    let lease_gc = gc.clone();
-    let lease_lane = ctx.run_workers(lease_queue, 1, CONTROLLER, move |name: String| {
-        let gc = lease_gc.clone();
-        async move { gc.lease_deleted(name).await }
-    });
-    let sv_lane = ctx.run_workers(sv_queue, 1, CONTROLLER, move |name: String| {
-        let gc = gc.clone();
-        async move { gc.storage_version_changed(name).await }
-    });
-    tokio::join!(lease_lane, sv_lane);
+    let ran = controller.run().await;
     tracing::debug!("Shutting down storage version garbage collector");
-    let (a, b) = tokio::join!(lease_handler, sv_handler);
-    a.and(b).map_err(failed)
+    Ok(ran?)
 }

@@ -13,7 +13,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 
 use self::boundaries::{Decision, TTL_ANNOTATION, TtlState, annotation_patch, decide};
-use super::{Context, ControllerEntry, ControllerError};
+use super::{Context, ControllerError, Descriptor};
 use crate::cli::Controller;
 use crate::runtime::badinput::BadInput;
 use crate::runtime::informer::{Change, Store};
@@ -27,8 +27,12 @@ const QUEUE: &str = "ttlcontroller";
 /// Upstream hard-codes five workers and has no flag for it.
 const WORKERS: usize = 5;
 
-pub const ENTRY: ControllerEntry = ControllerEntry {
+pub const DESCRIPTOR: Descriptor = Descriptor {
     controller: Controller::Ttl,
+    name: CONTROLLER,
+    aliases: &["ttl"],
+    required_gates: &[],
+    client: CONTROLLER,
     rbac: &[
         Rule::new(&[""], &["nodes"], &["update", "patch", "list", "watch"]),
         EVENTS,
@@ -121,28 +125,25 @@ impl Ttl {
 }
 
 async fn run(ctx: Context) -> Result<(), ControllerError> {
-    let informer = ctx.informers.get::<NodeMeta>();
-    let queue = WorkQueue::new(QUEUE, &ctx.metrics.workqueue);
     let ttl = Ttl {
-        nodes: informer.store().clone(),
+        nodes: ctx.informers.get::<NodeMeta>().store().clone(),
         api: Api::all(ctx.client.clone()),
         state: Arc::default(),
         writer: ctx.writer(CONTROLLER),
         bad: Arc::new(BadInput::new(CONTROLLER, ctx.metrics.clone())),
     };
+    let queue = WorkQueue::new(QUEUE, &ctx.metrics.workqueue);
     // Workers start once the handler has counted every node of the first list, so no node
     // is patched with a TTL for a cluster size that is still being counted.
-    let (handler, synced) = {
-        let ttl = ttl.clone();
-        ctx.subscribe::<NodeMeta, _>(&queue, move |change, queue| ttl.on_change(change, queue))
-    };
-    ctx.wait_synced(vec![synced]).await;
-    ctx.run_workers(queue, WORKERS, CONTROLLER, move |name: String| {
-        let ttl = ttl.clone();
-        async move { ttl.reconcile(name).await }
-    })
-    .await;
-    handler
-        .await
-        .map_err(|e| ControllerError::Failed(e.to_string()))
+    let handler = ttl.clone();
+    let mut controller = ctx.controller();
+    controller
+        .watch(&queue, move |change, queue| {
+            handler.on_change(change, queue)
+        })
+        .lane(&queue, WORKERS, move |name: String| {
+            let ttl = ttl.clone();
+            async move { ttl.reconcile(name).await }
+        });
+    Ok(controller.run().await?)
 }

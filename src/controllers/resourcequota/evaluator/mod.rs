@@ -12,7 +12,7 @@
 //! [`REGISTRY`] order, so it has no per-type code.
 //!
 //! Adding an evaluator for another type: its file here implementing [`Evaluator`], and its
-//! line in [`REGISTRY`]. Besides: the type in the controller's `ENTRY.informs` (what its
+//! line in [`REGISTRY`]. Besides: the type in the controller's `DESCRIPTOR.informs` (what its
 //! shared informers list and watch), and a [`Stored`] impl if no controller stores the type
 //! yet.
 
@@ -38,7 +38,8 @@ use self::services::Services;
 use super::scope::QuotaScope;
 use super::totals::Totals;
 use super::usage::Usage;
-use crate::controllers::{Context, Feed};
+use crate::controllers::Context;
+use crate::runtime::controller::ControllerBuilder;
 use crate::runtime::informer::{Change, Informer, Informers};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::stored::Stored;
@@ -171,15 +172,15 @@ pub trait Registered: Send + Sync {
     ) -> Option<(&'static str, u64)> {
         None
     }
-    /// Subscribes to its objects' changes: they keep the totals, and those that may change
-    /// usage call `replenish`. `None`: no objects of its own.
+    /// Watches its objects' changes: they keep the totals, and those that may change usage
+    /// call `replenish`. Nothing to watch by default (no objects of its own).
     fn watch(
         self: Arc<Self>,
         _ctx: &Context,
+        _controller: &mut ControllerBuilder,
         _queue: &WorkQueue<String>,
         _replenish: Replenish,
-    ) -> Option<Feed> {
-        None
+    ) {
     }
 }
 
@@ -274,11 +275,12 @@ impl<E: Evaluator> Registered for Typed<E> {
     fn watch(
         self: Arc<Self>,
         ctx: &Context,
+        controller: &mut ControllerBuilder,
         queue: &WorkQueue<String>,
         replenish: Replenish,
-    ) -> Option<Feed> {
+    ) {
         let (clock, informers) = (ctx.clock.clone(), ctx.informers.clone());
-        Some(ctx.subscribe(queue, move |change: Change<E::Object>, _| {
+        controller.watch(queue, move |change: Change<E::Object>, _| {
             let (Change::Added(object)
             | Change::Deleted(object)
             | Change::Updated { new: object, .. }) = &change
@@ -298,6 +300,6 @@ impl<E: Evaluator> Registered for Typed<E> {
             if matters {
                 replenish(&ns, &*self, &at);
             }
-        }))
+        });
     }
 }
