@@ -15,11 +15,18 @@ use clap::{ArgAction, Parser, ValueEnum};
 
 use crate::controllers::{CONTROLLERS, Descriptor};
 
-const CONTROLLERS_HELP: &str = "Controllers to run, comma-separated. '*' enables all; NAME \
-enables and -NAME disables one; the first entry naming a controller wins. Names (aliases in \
-parentheses): resourcequota-controller (resourcequota), resourceclaim-controller \
-(resource-claim-controller), disruption-controller (disruption), ttl-controller (ttl), \
-storageversion-garbage-collector-controller (storage-version-gc)";
+/// --controllers' help, naming each controller and its aliases as its descriptor does.
+fn controllers_help() -> String {
+    let names: Vec<String> = Controller::ALL
+        .iter()
+        .map(|c| format!("{} ({})", c.canonical_name(), c.aliases().join(", ")))
+        .collect();
+    format!(
+        "Controllers to run, comma-separated. '*' enables all; NAME enables and -NAME disables \
+         one; the first entry naming a controller wins. Names (aliases in parentheses): {}",
+        names.join(", ")
+    )
+}
 
 const SECURE_PORT_HELP: &str = "Port of the HTTPS listener (/metrics needs a client \
 certificate or bearer token the API server authenticates and authorizes; the always-allowed \
@@ -55,7 +62,7 @@ pub struct Options {
         // pflag takes `--controllers -ttl` as the value, so clap must not read it as a flag.
         allow_hyphen_values = true,
         default_value = "*",
-        help = CONTROLLERS_HELP
+        help = controllers_help()
     )]
     pub controllers: Vec<String>,
 
@@ -1104,10 +1111,18 @@ mod tests {
             let described = format!("{} (default {})", gate.name(), gate.default_enabled());
             assert!(FEATURE_GATES_HELP.contains(&described), "{described}");
         }
+        assert_eq!(
+            controllers_help(),
+            "Controllers to run, comma-separated. '*' enables all; NAME enables and -NAME \
+             disables one; the first entry naming a controller wins. Names (aliases in \
+             parentheses): resourcequota-controller (resourcequota), resourceclaim-controller \
+             (resource-claim-controller), disruption-controller (disruption), ttl-controller \
+             (ttl), storageversion-garbage-collector-controller (storage-version-gc)"
+        );
         for controller in Controller::ALL {
-            assert!(CONTROLLERS_HELP.contains(controller.canonical_name()));
+            assert!(controllers_help().contains(controller.canonical_name()));
             for alias in controller.aliases() {
-                assert!(CONTROLLERS_HELP.contains(&format!("({alias})")));
+                assert!(controllers_help().contains(&format!("({alias})")));
             }
         }
     }

@@ -58,14 +58,11 @@ impl Context {
             self.settings.shadow,
         )
     }
-}
 
-impl Context {
     /// The declaration of the controller's wiring (watches, lanes, triggers); its reconciles
     /// are counted under its canonical name, as its startup lines.
     pub fn controller(&self) -> ControllerBuilder {
         ControllerBuilder::new(
-            self.startup.controller(),
             self.informers.clone(),
             self.metrics.clone(),
             self.startup.clone(),

@@ -58,17 +58,16 @@ pub struct ControllerBuilder {
 }
 
 impl ControllerBuilder {
-    /// A controller named `controller` (its reconcile metrics label), stopping when
-    /// `shutdown` is cancelled.
+    /// The controller `startup` belongs to (its name labels the reconcile metrics), stopping
+    /// when `shutdown` is cancelled.
     pub fn new(
-        controller: &'static str,
         informers: Informers,
         metrics: Metrics,
         startup: Startup,
         shutdown: &CancellationToken,
     ) -> Self {
         Self {
-            controller,
+            controller: startup.controller(),
             informers,
             metrics,
             startup,
@@ -321,8 +320,7 @@ mod tests {
         let shutdown = CancellationToken::new();
         let informers = Informers::new(client, metrics.clone(), shutdown.clone());
         let startup = Startup::new("test-controller");
-        let builder =
-            ControllerBuilder::new("test-controller", informers, metrics, startup, &shutdown);
+        let builder = ControllerBuilder::new(informers, metrics, startup, &shutdown);
         (builder, shutdown)
     }
 

@@ -29,6 +29,7 @@ use self::budget::{
 use self::scale::ScaleFinder;
 use super::{Context, ControllerError, Descriptor};
 use crate::cli::Controller;
+use crate::runtime::controller::ControllerBuilder;
 use crate::runtime::events::EventRecorder;
 use crate::runtime::informer::{Change, Informer};
 use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
@@ -412,6 +413,19 @@ impl Disruption {
     }
 }
 
+/// Watches a workload type whose `replicas` change re-syncs its namespace's PDBs.
+fn watch_replicas<K: Stored>(
+    controller: &mut ControllerBuilder,
+    queue: &WorkQueue<String>,
+    disruption: &Disruption,
+    replicas: fn(&K) -> Option<i32>,
+) {
+    let d = disruption.clone();
+    controller.watch(queue, move |change: Change<K>, q| {
+        d.on_workload(&change, replicas, q)
+    });
+}
+
 async fn run(ctx: Context) -> Result<(), ControllerError> {
     let queue = WorkQueue::new(QUEUE, &ctx.metrics.workqueue);
     let recheck: WorkQueue<String> = WorkQueue::new(RECHECK_QUEUE, &ctx.metrics.workqueue);
@@ -453,22 +467,12 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
             },
         )
         .watch(&queue, move |change, q| d.on_pod(change, q));
-    let d = disruption.clone();
-    controller.watch(&queue, move |c: Change<ReplicationController>, q| {
-        d.on_workload(&c, |o| o.spec.as_ref().and_then(|s| s.replicas), q)
+    watch_replicas::<ReplicationController>(&mut controller, &queue, &disruption, |o| {
+        o.spec.as_ref().and_then(|s| s.replicas)
     });
-    let d = disruption.clone();
-    controller.watch(&queue, move |c: Change<ReplicaSet>, q| {
-        d.on_workload(&c, |o| o.spec.replicas, q)
-    });
-    let d = disruption.clone();
-    controller.watch(&queue, move |c: Change<Deployment>, q| {
-        d.on_workload(&c, |o| o.spec.replicas, q)
-    });
-    let d = disruption.clone();
-    controller.watch(&queue, move |c: Change<StatefulSet>, q| {
-        d.on_workload(&c, |o| o.spec.replicas, q)
-    });
+    watch_replicas::<ReplicaSet>(&mut controller, &queue, &disruption, |o| o.spec.replicas);
+    watch_replicas::<Deployment>(&mut controller, &queue, &disruption, |o| o.spec.replicas);
+    watch_replicas::<StatefulSet>(&mut controller, &queue, &disruption, |o| o.spec.replicas);
     let d = disruption.clone();
     controller
         .lane(&queue, workers, move |pdb_key: String| {
