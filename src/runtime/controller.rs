@@ -11,6 +11,7 @@
 //!   down too, workers finish the item in hand, and every task started is joined: nothing
 //!   is left running detached.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -159,23 +160,16 @@ impl ControllerBuilder {
         self
     }
 
-    /// A lane whose handler only hands keys on (upstream's recheck worker): not timed as a
-    /// reconcile, and not part of the first full pass.
-    pub fn relay<K, F, Fut, E>(
-        &mut self,
-        queue: &WorkQueue<K>,
-        workers: usize,
-        handler: F,
-    ) -> &mut Self
-    where
-        K: QueueKey,
-        F: Fn(K) -> Fut + Clone + Send + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
-        E: std::fmt::Display + Send + 'static,
-    {
-        self.stop_at_shutdown(queue);
+    /// One worker handing each key of `from` to `to`, rate limited (upstream's recheck
+    /// worker): not timed as a reconcile, and not part of the first full pass.
+    pub fn relay<K: QueueKey>(&mut self, from: &WorkQueue<K>, to: &WorkQueue<K>) -> &mut Self {
+        self.stop_at_shutdown(from);
+        let to = to.clone();
         self.lanes
-            .push(Box::pin(run_workers(queue.clone(), workers, handler)));
+            .push(Box::pin(run_workers(from.clone(), 1, move |key| {
+                to.add_rate_limited(key);
+                async { Ok::<(), Infallible>(()) }
+            })));
         self
     }
 
@@ -311,25 +305,38 @@ mod tests {
 
     use super::*;
 
-    /// A controller with no informer started (the test feeds it changes itself), and its stop
-    /// signal.
-    fn controller() -> (ControllerBuilder, CancellationToken) {
+    /// A controller with no informer started: the test sends the changes of its one feed,
+    /// whose additions are queued on `queue`.
+    struct Harness {
+        controller: ControllerBuilder,
+        shutdown: CancellationToken,
+        queue: WorkQueue<String>,
+        changes: mpsc::UnboundedSender<Change<String>>,
+    }
+
+    fn harness() -> Harness {
         let config = kube::Config::new("http://127.0.0.1:1".parse().expect("uri"));
         let client = kube::Client::try_from(config).expect("client");
         let metrics = Metrics::new().expect("metrics");
         let shutdown = CancellationToken::new();
         let informers = Informers::new(client, metrics.clone(), shutdown.clone());
         let startup = Startup::new("test-controller");
-        let builder = ControllerBuilder::new(informers, metrics, startup, &shutdown);
-        (builder, shutdown)
+        let mut controller = ControllerBuilder::new(informers, metrics, startup, &shutdown);
+        let queue = unnamed_queue();
+        let changes = feed(&mut controller, &queue);
+        Harness {
+            controller,
+            shutdown,
+            queue,
+            changes,
+        }
     }
 
-    fn queue() -> WorkQueue<String> {
-        // No name: no metrics registered.
+    /// A queue without a name: no metrics registered.
+    fn unnamed_queue() -> WorkQueue<String> {
         WorkQueue::new("", &Metrics::new().expect("metrics").workqueue)
     }
 
-    /// A feed of strings: each change's value is queued.
     fn feed(
         controller: &mut ControllerBuilder,
         queue: &WorkQueue<String>,
@@ -349,6 +356,14 @@ mod tests {
         tx
     }
 
+    fn send(changes: &mpsc::UnboundedSender<Change<String>>, change: Change<String>) {
+        changes.send(change).expect("the feed runs");
+    }
+
+    fn added(name: &str) -> Change<String> {
+        Change::Added(Arc::new(name.to_string()))
+    }
+
     /// A lane recording every key it handles.
     fn recording_lane(
         controller: &mut ControllerBuilder,
@@ -358,7 +373,7 @@ mod tests {
         let record = handled.clone();
         controller.lane(queue, 2, move |key: String| {
             record.lock().expect("lock").push(key);
-            async { Ok::<(), std::convert::Infallible>(()) }
+            async { Ok::<(), Infallible>(()) }
         });
         handled
     }
@@ -370,87 +385,80 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn workers_start_only_once_every_store_has_synced() {
-        let (mut controller, shutdown) = controller();
-        let queue = queue();
-        let first = feed(&mut controller, &queue);
+        let Harness {
+            mut controller,
+            shutdown,
+            queue,
+            changes,
+        } = harness();
         let second = feed(&mut controller, &queue);
         let handled = recording_lane(&mut controller, &queue);
         let run = tokio::spawn(controller.run());
 
-        first
-            .send(Change::Added(Arc::new("a".into())))
-            .expect("send");
-        first.send(Change::Synced).expect("send");
+        send(&changes, added("a"));
+        send(&changes, Change::Synced);
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert!(
             handled.lock().expect("lock").is_empty(),
-            "a store is not synced yet"
+            "one store is not synced"
         );
         assert_eq!(queue.len(), 1, "the change is queued meanwhile");
 
-        second.send(Change::Synced).expect("send");
+        send(&second, Change::Synced);
         settle().await;
         assert_eq!(*handled.lock().expect("lock"), vec!["a".to_string()]);
 
         shutdown.cancel();
         run.await.expect("join").expect("run");
         assert!(
-            first.is_closed() && second.is_closed(),
-            "both feeds were joined"
+            changes.is_closed() && second.is_closed(),
+            "both feeds joined"
         );
     }
 
     #[tokio::test(start_paused = true)]
     async fn shutdown_before_the_sync_starts_no_worker() {
-        let (mut controller, shutdown) = controller();
-        let queue = queue();
-        let changes = feed(&mut controller, &queue);
-        let handled = recording_lane(&mut controller, &queue);
-        let run = tokio::spawn(controller.run());
-        changes
-            .send(Change::Added(Arc::new("a".into())))
-            .expect("send");
+        let mut h = harness();
+        let handled = recording_lane(&mut h.controller, &h.queue);
+        let run = tokio::spawn(h.controller.run());
+        send(&h.changes, added("a"));
         settle().await;
 
-        shutdown.cancel();
+        h.shutdown.cancel();
         run.await.expect("join").expect("run");
         assert!(handled.lock().expect("lock").is_empty());
-        assert!(changes.is_closed(), "the feed was joined");
-        assert!(queue.is_shutting_down());
+        assert!(h.changes.is_closed(), "the feed was joined");
+        assert!(h.queue.is_shutting_down());
     }
 
     #[tokio::test(start_paused = true)]
     async fn shutdown_lets_the_item_in_hand_finish_and_joins_every_task() {
-        let (mut controller, shutdown) = controller();
-        let (queue, relayed) = (queue(), queue());
-        let changes = feed(&mut controller, &queue);
+        let mut h = harness();
         let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
         let finished = Arc::new(AtomicUsize::new(0));
         let (s, r, f) = (started.clone(), release.clone(), finished.clone());
-        controller.lane(&queue, 1, move |_: String| {
+        h.controller.lane(&h.queue, 1, move |_: String| {
             let (s, r, f) = (s.clone(), r.clone(), f.clone());
             async move {
                 s.notify_one();
                 r.notified().await;
                 f.fetch_add(1, Ordering::SeqCst);
-                Ok::<(), std::convert::Infallible>(())
+                Ok::<(), Infallible>(())
             }
         });
         // A queue no feed shuts down: the runtime does, at shutdown.
-        controller.relay(&relayed, 1, |_: String| async {
-            Ok::<(), std::convert::Infallible>(())
-        });
+        let relayed = unnamed_queue();
+        h.controller.relay(&relayed, &h.queue);
         let (items, consumed) = mpsc::unbounded_channel::<()>();
-        controller.consume("items", consumed, |()| {});
-        controller.every("tick", Duration::from_secs(30), None, || async {});
-        let run = tokio::spawn(controller.run());
-        changes
-            .send(Change::Added(Arc::new("a".into())))
-            .expect("send");
-        changes.send(Change::Synced).expect("send");
+        h.controller.consume("items", consumed, |()| {});
+        h.controller
+            .every("tick", Duration::from_secs(30), None, || async {});
+        let run = tokio::spawn(h.controller.run());
+        send(&h.changes, added("a"));
+        send(&h.changes, Change::Synced);
         started.notified().await;
 
-        shutdown.cancel();
+        h.shutdown.cancel();
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert!(!run.is_finished(), "the item in hand is not finished yet");
         release.notify_one();
@@ -458,20 +466,18 @@ mod tests {
         assert_eq!(finished.load(Ordering::SeqCst), 1);
         assert!(relayed.is_shutting_down());
         assert!(
-            changes.is_closed() && items.is_closed(),
+            h.changes.is_closed() && items.is_closed(),
             "feed and consumer joined"
         );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_periodic_trigger_fires_each_period_after_the_sync_and_when_woken() {
-        let (mut controller, shutdown) = controller();
-        let queue = queue();
-        let changes = feed(&mut controller, &queue);
-        recording_lane(&mut controller, &queue);
+        let mut h = harness();
+        recording_lane(&mut h.controller, &h.queue);
         let (fired, wake) = (Arc::new(AtomicUsize::new(0)), Arc::new(Notify::new()));
         let count = fired.clone();
-        controller.every(
+        h.controller.every(
             "tick",
             Duration::from_secs(30),
             Some(wake.clone()),
@@ -480,11 +486,11 @@ mod tests {
                 async {}
             },
         );
-        let run = tokio::spawn(controller.run());
+        let run = tokio::spawn(h.controller.run());
         tokio::time::sleep(Duration::from_secs(100)).await;
         assert_eq!(fired.load(Ordering::SeqCst), 0, "not before the sync");
 
-        changes.send(Change::Synced).expect("send");
+        send(&h.changes, Change::Synced);
         settle().await;
         tokio::time::sleep(Duration::from_secs(29)).await;
         assert_eq!(fired.load(Ordering::SeqCst), 0);
@@ -500,24 +506,23 @@ mod tests {
             "a period after the wake-up"
         );
 
-        shutdown.cancel();
+        h.shutdown.cancel();
         run.await.expect("join").expect("run");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_task_that_panicked_is_the_error() {
-        let (mut controller, shutdown) = controller();
-        let queue = queue();
-        let changes = feed(&mut controller, &queue);
-        recording_lane(&mut controller, &queue);
+        let mut h = harness();
+        recording_lane(&mut h.controller, &h.queue);
         let (items, consumed) = mpsc::unbounded_channel::<()>();
-        controller.consume("items", consumed, |()| panic!("bad item"));
-        let run = tokio::spawn(controller.run());
-        changes.send(Change::Synced).expect("send");
-        items.send(()).expect("send");
+        h.controller
+            .consume("items", consumed, |()| panic!("bad item"));
+        let run = tokio::spawn(h.controller.run());
+        send(&h.changes, Change::Synced);
+        items.send(()).expect("the consumer runs");
         settle().await;
 
-        shutdown.cancel();
+        h.shutdown.cancel();
         let err = run.await.expect("join").expect_err("the consumer panicked");
         assert_eq!(
             (err.controller, err.task.as_str()),

@@ -451,7 +451,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
 
     let written = disruption.written.clone();
     let workers = ctx.settings.concurrent_disruption_syncs.get() as usize;
-    let (d, to_main) = (disruption.clone(), queue.clone());
+    let d = disruption.clone();
     let mut controller = ctx.controller();
     // Every cache first, as upstream's WaitForNamedCacheSync.
     controller
@@ -480,10 +480,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
             async move { d.sync(pdb_key).await }
         })
         // Upstream's recheck worker hands each due PDB to the main queue, rate limited.
-        .relay(&recheck, 1, move |pdb_key: String| {
-            to_main.add_rate_limited(pdb_key);
-            async { Ok::<(), ControllerError>(()) }
-        })
+        .relay(&recheck, &queue)
         .lane(&stale, 1, move |pod_key: String| {
             let d = disruption.clone();
             async move { d.clear_stale_condition(pod_key).await }
