@@ -413,6 +413,30 @@ impl Disruption {
     }
 }
 
+impl Disruption {
+    /// The controller over the shared stores; `recheck` and `stale` are its other lanes.
+    fn new(ctx: &Context, recheck: &WorkQueue<String>, stale: &WorkQueue<String>) -> Self {
+        let informers = &ctx.informers;
+        Disruption {
+            pods: informers.get::<Pod>(),
+            pdbs: informers.get::<PodDisruptionBudget>(),
+            scales: ScaleFinder::new(
+                ctx.client.clone(),
+                informers.get::<ReplicationController>().store().clone(),
+                informers.get::<ReplicaSet>().store().clone(),
+                informers.get::<Deployment>().store().clone(),
+                informers.get::<StatefulSet>().store().clone(),
+            ),
+            writer: ctx.writer(CONTROLLER),
+            written: Arc::new(MutationCache::new(MUTATION_TTL)),
+            recorder: ctx.recorder(REPORTER, CONTROLLER),
+            ctx: ctx.clone(),
+            recheck: recheck.clone(),
+            stale: stale.clone(),
+        }
+    }
+}
+
 /// Watches a workload type whose `replicas` change re-syncs its namespace's PDBs.
 fn watch_replicas<K: Stored>(
     controller: &mut ControllerBuilder,
@@ -430,24 +454,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     let queue = WorkQueue::new(QUEUE, &ctx.metrics.workqueue);
     let recheck: WorkQueue<String> = WorkQueue::new(RECHECK_QUEUE, &ctx.metrics.workqueue);
     let stale: WorkQueue<String> = WorkQueue::new(STALE_POD_QUEUE, &ctx.metrics.workqueue);
-    let informers = &ctx.informers;
-    let disruption = Disruption {
-        pods: informers.get::<Pod>(),
-        pdbs: informers.get::<PodDisruptionBudget>(),
-        scales: ScaleFinder::new(
-            ctx.client.clone(),
-            informers.get::<ReplicationController>().store().clone(),
-            informers.get::<ReplicaSet>().store().clone(),
-            informers.get::<Deployment>().store().clone(),
-            informers.get::<StatefulSet>().store().clone(),
-        ),
-        writer: ctx.writer(CONTROLLER),
-        written: Arc::new(MutationCache::new(MUTATION_TTL)),
-        recorder: ctx.recorder(REPORTER, CONTROLLER),
-        ctx: ctx.clone(),
-        recheck: recheck.clone(),
-        stale: stale.clone(),
-    };
+    let disruption = Disruption::new(&ctx, &recheck, &stale);
 
     let written = disruption.written.clone();
     let workers = ctx.settings.concurrent_disruption_syncs.get() as usize;

@@ -726,6 +726,50 @@ fn metric_error(err: prometheus::Error) -> ControllerError {
     ControllerError::Failed(format!("registering metrics: {err}"))
 }
 
+impl ResourceClaims {
+    /// The controller over the shared stores, its metrics registered.
+    fn new(ctx: &Context, queue: &WorkQueue<Key>) -> Result<Self, ControllerError> {
+        let creates = IntCounterVec::new(
+            Opts::new(
+                "resourceclaim_controller_creates_total",
+                "Number of ResourceClaims creation requests, by status and admin_access.",
+            ),
+            &["status", "admin_access"],
+        )
+        .map_err(metric_error)?;
+        ctx.metrics
+            .register(Box::new(creates.clone()))
+            .map_err(metric_error)?;
+        let (informers, gates) = (&ctx.informers, &ctx.settings.feature_gates);
+        let controller = ResourceClaims {
+            pods: informers.get::<Pod>(),
+            claims: informers.get::<ResourceClaim>(),
+            templates: informers.get::<ResourceClaimTemplate>(),
+            pods_by_claim: Arc::default(),
+            pods_by_template: Arc::default(),
+            claims_by_owner: Arc::default(),
+            mutations: Arc::new(MutationCache::new(MUTATION_TTL)),
+            deleted_pods: Arc::new(Mutex::new(LruCache::new(DELETED_PODS))),
+            writer: ctx.writer(CONTROLLER),
+            recorder: ctx.recorder(REPORTER, CONTROLLER),
+            bad_input: Arc::new(BadInput::new(CONTROLLER, ctx.metrics.clone())),
+            creates,
+            features: Features {
+                admin_access: gates.enabled(FeatureGate::DraAdminAccess),
+                prioritized_list: gates.enabled(FeatureGate::DraPrioritizedList),
+            },
+            queue: queue.clone(),
+            ctx: ctx.clone(),
+        };
+        ctx.metrics
+            .register(Box::new(
+                ClaimGauge::new(controller.claims.store().clone()).map_err(metric_error)?,
+            ))
+            .map_err(metric_error)?;
+        Ok(controller)
+    }
+}
+
 async fn run(ctx: Context) -> Result<(), ControllerError> {
     let gates = &ctx.settings.feature_gates;
     if gates.enabled(FeatureGate::DraWorkloadResourceClaims) {
@@ -736,45 +780,8 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         ctx.shutdown.cancelled().await;
         return Ok(());
     }
-    let creates = IntCounterVec::new(
-        Opts::new(
-            "resourceclaim_controller_creates_total",
-            "Number of ResourceClaims creation requests, by status and admin_access.",
-        ),
-        &["status", "admin_access"],
-    )
-    .map_err(metric_error)?;
-    ctx.metrics
-        .register(Box::new(creates.clone()))
-        .map_err(metric_error)?;
     let queue: WorkQueue<Key> = WorkQueue::new(QUEUE, &ctx.metrics.workqueue);
-    let informers = &ctx.informers;
-    let controller = ResourceClaims {
-        pods: informers.get::<Pod>(),
-        claims: informers.get::<ResourceClaim>(),
-        templates: informers.get::<ResourceClaimTemplate>(),
-        pods_by_claim: Arc::default(),
-        pods_by_template: Arc::default(),
-        claims_by_owner: Arc::default(),
-        mutations: Arc::new(MutationCache::new(MUTATION_TTL)),
-        deleted_pods: Arc::new(Mutex::new(LruCache::new(DELETED_PODS))),
-        writer: ctx.writer(CONTROLLER),
-        recorder: ctx.recorder(REPORTER, CONTROLLER),
-        bad_input: Arc::new(BadInput::new(CONTROLLER, ctx.metrics.clone())),
-        creates,
-        features: Features {
-            admin_access: gates.enabled(FeatureGate::DraAdminAccess),
-            prioritized_list: gates.enabled(FeatureGate::DraPrioritizedList),
-        },
-        queue: queue.clone(),
-        ctx: ctx.clone(),
-    };
-    ctx.metrics
-        .register(Box::new(
-            ClaimGauge::new(controller.claims.store().clone()).map_err(metric_error)?,
-        ))
-        .map_err(metric_error)?;
-
+    let controller = ResourceClaims::new(&ctx, &queue)?;
     let workers = ctx.settings.concurrent_resourceclaim_syncs.get() as usize;
     let (claims, pods, templates) = (controller.clone(), controller.clone(), controller.clone());
     let mut wiring = ctx.controller();

@@ -444,7 +444,9 @@ async fn discover_quotable(client: &Client) -> Result<Vec<Quotable>, kube::Error
     Ok(found)
 }
 
-async fn run(ctx: Context) -> Result<(), ControllerError> {
+/// The controller over the shared stores (the evaluators of the types the cluster serves),
+/// and the stream of its object counts' changes.
+async fn start(ctx: &Context) -> (Quota, mpsc::UnboundedReceiver<CountChange>) {
     let quotas = ctx.informers.get::<ResourceQuota>();
     let typed = evaluator::start(&ctx.client, &ctx.informers).await;
     let (count_tx, count_rx) = mpsc::unbounded_channel();
@@ -462,6 +464,11 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         primary: WorkQueue::new(PRIMARY, &ctx.metrics.workqueue),
         priority: WorkQueue::new(PRIORITY, &ctx.metrics.workqueue),
     };
+    (quota, count_rx)
+}
+
+async fn run(ctx: Context) -> Result<(), ControllerError> {
+    let (quota, count_rx) = start(&ctx).await;
     quota.discover().await;
 
     let workers = ctx.settings.concurrent_resource_quota_syncs.get() as usize;
