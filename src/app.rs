@@ -15,6 +15,7 @@ use crate::runtime::client::{ClientError, Clients, load_config};
 use crate::runtime::clock::{self, Clock};
 use crate::runtime::informer::Informers;
 use crate::runtime::leader::{LeaderElectionConfig, LeaderElector, default_identity};
+use crate::runtime::lock::lock;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::serving;
 use crate::runtime::startup::Startup;
@@ -160,7 +161,7 @@ pub async fn run_with_config(
         if !unsynced.is_empty() {
             return Err(format!("stores not synced: {}", unsynced.join(", ")));
         }
-        let started = ready_started.lock().unwrap_or_else(|p| p.into_inner());
+        let started = lock(&ready_started);
         let Some(startups) = started.as_ref() else {
             return Err("controllers are starting".to_string());
         };
@@ -255,7 +256,7 @@ pub async fn run_with_config(
                 .map_err(|e| AppError::Controller(name, e.to_string()))
         }));
     }
-    *started.lock().unwrap_or_else(|p| p.into_inner()) = Some(startups);
+    *lock(&started) = Some(startups);
 
     // Controllers run until SIGTERM, a lost lease, or one of them fails.
     let (released_tx, released_rx) = tokio::sync::oneshot::channel::<()>();

@@ -2,6 +2,7 @@
 //! write path, events, queues and the shutdown signal. Controllers never call each other.
 
 pub mod disruption;
+mod error;
 pub mod resourceclaim;
 pub mod resourcequota;
 pub mod storageversiongc;
@@ -13,6 +14,7 @@ use futures::future::BoxFuture;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
+pub use self::error::{ControllerError, joined};
 use crate::cli::{Controller, Settings};
 use crate::runtime::clock::Clock;
 use crate::runtime::events::EventRecorder;
@@ -139,12 +141,6 @@ impl Context {
         ));
         (task, rx)
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ControllerError {
-    #[error("{0}")]
-    Failed(String),
 }
 
 /// How a controller is started: `run` returns when `Context::shutdown` is cancelled.

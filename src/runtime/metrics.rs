@@ -10,6 +10,7 @@ use prometheus::{
 
 use super::queue::WorkqueueMetrics;
 use super::restclient::RestClientMetrics;
+use crate::runtime::lock::lock;
 
 fn family_names(collectors: &[&dyn Collector]) -> Vec<String> {
     collectors
@@ -145,10 +146,7 @@ impl Metrics {
     pub fn register(&self, collector: Box<dyn Collector>) -> prometheus::Result<()> {
         let names = family_names(&[collector.as_ref()]);
         self.registry.register(collector)?;
-        self.registered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(names);
+        lock(&self.registered).extend(names);
         Ok(())
     }
 
@@ -177,13 +175,7 @@ impl Metrics {
             &self.leader,
             &self.quota_usage_drift,
         ]);
-        names.extend(
-            self.registered
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .cloned(),
-        );
+        names.extend(lock(&self.registered).iter().cloned());
         names.sort();
         names
     }

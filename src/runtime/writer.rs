@@ -272,6 +272,24 @@ impl ApiWriter {
     }
 }
 
+/// client-go's `apierrors.IsNotFound`: the API server answered 404.
+pub fn is_not_found(err: &kube::Error) -> bool {
+    api_code(err) == Some(404)
+}
+
+/// client-go's `apierrors.IsConflict`: the API server answered 409 (a stale resourceVersion,
+/// or an object that already exists).
+pub fn is_conflict(err: &kube::Error) -> bool {
+    api_code(err) == Some(409)
+}
+
+fn api_code(err: &kube::Error) -> Option<u16> {
+    match err {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
 /// What client-go's `err.Error()` shows for a failed request: the API server's message, so
 /// events and logs read as upstream's.
 pub fn error_text(err: &kube::Error) -> String {

@@ -17,10 +17,11 @@ use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::Controller;
 use crate::runtime::badinput::BadInput;
 use crate::runtime::informer::{Change, Store};
+use crate::runtime::lock::lock;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
 use crate::runtime::stored::NodeMeta;
-use crate::runtime::writer::ApiWriter;
+use crate::runtime::writer::{ApiWriter, is_not_found};
 
 const CONTROLLER: &str = "ttl-controller";
 const QUEUE: &str = "ttlcontroller";
@@ -49,7 +50,7 @@ struct Ttl {
 
 impl Ttl {
     fn state(&self) -> std::sync::MutexGuard<'_, TtlState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     /// Event handling as upstream's add/update/delete handlers, plus the enqueue-all on a
@@ -111,7 +112,7 @@ impl Ttl {
                 Ok(())
             }
             // Deleted since the store saw it: nothing left to do.
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(err) if is_not_found(&err) => Ok(()),
             Err(err) => {
                 tracing::warn!(node = name, error = %err, "Failed to change ttl annotation for node");
                 Err(err)
@@ -142,7 +143,5 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         async move { ttl.reconcile(name).await }
     })
     .await;
-    handler
-        .await
-        .map_err(|e| ControllerError::Failed(e.to_string()))
+    Ok(handler.await?)
 }

@@ -26,6 +26,7 @@ use kube::api::{Api, PostParams};
 use tokio::time::Instant;
 
 use super::tls::Peer;
+use crate::runtime::lock::lock;
 
 /// The group every authenticated user gets (upstream's `AuthenticatedGroupAdder`).
 const AUTHENTICATED: &str = "system:authenticated";
@@ -68,7 +69,7 @@ impl<V: Clone> TtlCache<V> {
     }
 
     fn get(&self, key: &str) -> Option<V> {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut entries = lock(&self.entries);
         match entries.get(key) {
             Some((expires, value)) if *expires > Instant::now() => Some(value.clone()),
             Some(_) => {
@@ -83,7 +84,7 @@ impl<V: Clone> TtlCache<V> {
         if ttl.is_zero() {
             return;
         }
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut entries = lock(&self.entries);
         entries.put(key, (Instant::now() + ttl, value));
     }
 }
