@@ -159,13 +159,13 @@ pub async fn run_with_config(
         }
         let unsynced = ready_informers.unsynced();
         if !unsynced.is_empty() {
-            return Err(format!("stores not synced: {}", unsynced.join(", ")));
+            return Err(serving::NotReady::StoresNotSynced(unsynced));
         }
         let started = lock(&ready_started);
         let Some(startups) = started.as_ref() else {
-            return Err("controllers are starting".to_string());
+            return Err(serving::NotReady::ControllersStarting);
         };
-        let pending: Vec<&str> = startups
+        let pending: Vec<&'static str> = startups
             .iter()
             .filter(|s| !s.is_synced())
             .map(Startup::controller)
@@ -173,7 +173,7 @@ pub async fn run_with_config(
         if pending.is_empty() {
             Ok(())
         } else {
-            Err(format!("stores not synced for {}", pending.join(", ")))
+            Err(serving::NotReady::ControllersNotSynced(pending))
         }
     });
     if let Some(secure) = &settings.secure_serving {

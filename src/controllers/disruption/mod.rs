@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod as FullPod, ReplicationController};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
@@ -183,17 +183,24 @@ impl Disruption {
         let Some(status) = fail_safe_status(pdb, message, &self.now()) else {
             return Ok(());
         };
+        self.write_status(pdb, status)
+            .await
+            .map_err(DisruptionError::FailSafe)
+    }
+
+    /// Replaces the PDB's status, remembering the write until the watch delivers it.
+    async fn write_status(
+        &self,
+        pdb: &PodDisruptionBudget,
+        status: PodDisruptionBudgetStatus,
+    ) -> kube::Result<()> {
         let mut desired = pdb.clone();
         desired.status = Some(status);
         let api: Api<PodDisruptionBudget> = Api::namespaced(
             self.ctx.client.clone(),
             &pdb.namespace().unwrap_or_default(),
         );
-        let written = self
-            .writer
-            .replace_status(&api, pdb, &desired)
-            .await
-            .map_err(DisruptionError::FailSafe)?;
+        let written = self.writer.replace_status(&api, pdb, &desired).await?;
         self.written.mutated(written, Instant::now());
         Ok(())
     }
@@ -291,15 +298,9 @@ impl Disruption {
             &disrupted.map,
             &now,
         ) {
-            let mut desired = pdb.clone();
-            desired.status = Some(status);
-            let api: Api<PodDisruptionBudget> = Api::namespaced(self.ctx.client.clone(), &pdb_ns);
-            let written = self
-                .writer
-                .replace_status(&api, pdb, &desired)
+            self.write_status(pdb, status)
                 .await
                 .map_err(DisruptionError::WriteStatus)?;
-            self.written.mutated(written, Instant::now());
         }
         Ok(disrupted.recheck_at.map(|at| {
             let wait = at.0.duration_since(now.0);

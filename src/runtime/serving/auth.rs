@@ -97,7 +97,7 @@ pub enum AuthError {
     #[error("{0}")]
     Forbidden(String),
     #[error("authorization error: {0}")]
-    Review(kube::Error),
+    Review(#[source] kube::Error),
 }
 
 impl IntoResponse for AuthError {
@@ -131,11 +131,19 @@ pub struct Delegation {
     pub always_allow_paths: Vec<String>,
 }
 
+/// A SubjectAccessReview's answer, cached for its TTL.
+#[derive(Clone)]
+enum Decision {
+    Allowed,
+    /// Denied, with the reviewer's reason (may be empty).
+    Denied(String),
+}
+
 /// Decides each request on the secure port; shared by all connections.
 pub struct Guard {
     delegation: Delegation,
     tokens: TtlCache<Option<User>>,
-    decisions: TtlCache<Result<(), String>>,
+    decisions: TtlCache<Decision>,
 }
 
 impl Guard {
@@ -240,21 +248,22 @@ impl Guard {
                     .await
                     .map_err(AuthError::Review)?;
                 let status = answer.status.unwrap_or_default();
-                let decision = if status.allowed && !status.denied.unwrap_or(false) {
-                    Ok(())
+                let (decision, ttl) = if status.allowed && !status.denied.unwrap_or(false) {
+                    (Decision::Allowed, self.delegation.authorized_ttl)
                 } else {
-                    Err(status.reason.unwrap_or_default())
-                };
-                let ttl = if decision.is_ok() {
-                    self.delegation.authorized_ttl
-                } else {
-                    self.delegation.unauthorized_ttl
+                    (
+                        Decision::Denied(status.reason.unwrap_or_default()),
+                        self.delegation.unauthorized_ttl,
+                    )
                 };
                 self.decisions.put(key, decision.clone(), ttl);
                 decision
             }
         };
-        decision.map_err(|reason| AuthError::Forbidden(denied(&reason)))
+        match decision {
+            Decision::Allowed => Ok(()),
+            Decision::Denied(reason) => Err(AuthError::Forbidden(denied(&reason))),
+        }
     }
 
     async fn check(
