@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use k8s_openapi::api::events::v1::Event;
 use kcm::runtime::events::EventRecorder;
 use kcm::runtime::metrics::Metrics;
-use kcm::runtime::writer::ApiWriter;
+use kcm::runtime::writer::{ApiWriter, Part};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube_testserver::TestServer;
 use serde_json::json;
@@ -65,6 +65,7 @@ async fn writer_counts_writes_and_shadow_writes_nothing() {
             &live,
             &PatchParams::default(),
             &Patch::Merge(json!({ "data": { "k": "4" } })),
+            Part::Whole,
         )
         .await
         .unwrap();

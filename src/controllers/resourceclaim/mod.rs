@@ -59,7 +59,7 @@ use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector::is_dns1123_subdomain;
 use crate::runtime::stored::{key_of, split_key};
 use crate::runtime::view::Pod;
-use crate::runtime::writer::{ApiWriter, is_not_found};
+use crate::runtime::writer::{ApiWriter, Part, is_not_found};
 
 const CONTROLLER: &str = "resourceclaim-controller";
 /// Upstream's event source for this controller.
@@ -413,7 +413,7 @@ impl ResourceClaims {
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let body = claim_statuses_apply(pod, &entries);
         self.writer
-            .patch_status(&api, pod, &params, &Patch::Apply(&body))
+            .patch(&api, pod, &params, &Patch::Apply(&body), Part::Status)
             .await
             .map_err(|source| ClaimError::RecordStatuses {
                 pod: key_of(pod),
@@ -647,7 +647,13 @@ impl ResourceClaims {
         });
         let updated = self
             .writer
-            .patch(api, &claim, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                api,
+                &claim,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+                Part::Whole,
+            )
             .await
             .map_err(|source| ClaimError::RemoveFinalizer {
                 claim: key_of(claim.as_ref()),

@@ -9,7 +9,7 @@ use crate::controllers::resourcequota::usage::{
     ResourceList, add_into, add_quantity, max_into, object_label, parse_list,
 };
 use crate::runtime::quantity::Quantity;
-use crate::runtime::view::{Container, ContainerStatus, Pod};
+use crate::runtime::view::{Container, ContainerStatus, Pod, ResourceRequirements};
 
 struct ParsedContainer<'p> {
     name: &'p str,
@@ -24,6 +24,26 @@ struct ParsedStatus<'p> {
     requests: Option<ResourceList>,
     limits: Option<ResourceList>,
     allocated: Option<ResourceList>,
+}
+
+/// The `requests` and `limits` of `resources`, parsed; `at` names them in problems.
+fn parse_requirements(
+    resources: Option<&ResourceRequirements>,
+    at: &str,
+    problems: &mut Vec<String>,
+) -> (Option<ResourceList>, Option<ResourceList>) {
+    (
+        parse_list(
+            resources.and_then(|r| r.requests.as_ref()),
+            &format!("{at}.requests"),
+            problems,
+        ),
+        parse_list(
+            resources.and_then(|r| r.limits.as_ref()),
+            &format!("{at}.limits"),
+            problems,
+        ),
+    )
 }
 
 /// The pod's resource lists, parsed once.
@@ -63,21 +83,16 @@ impl<'p> ParsedPod<'p> {
                 .iter()
                 .enumerate()
                 .map(|(i, c)| {
-                    let res = c.resources.as_ref();
-                    let at = format!("{label}: spec.{field}[{i}].resources");
+                    let (requests, limits) = parse_requirements(
+                        c.resources.as_ref(),
+                        &format!("{label}: spec.{field}[{i}].resources"),
+                        problems,
+                    );
                     ParsedContainer {
                         name: &c.name,
                         restartable: c.restart_policy.as_deref() == Some("Always"),
-                        requests: parse_list(
-                            res.and_then(|r| r.requests.as_ref()),
-                            &format!("{at}.requests"),
-                            problems,
-                        ),
-                        limits: parse_list(
-                            res.and_then(|r| r.limits.as_ref()),
-                            &format!("{at}.limits"),
-                            problems,
-                        ),
+                        requests,
+                        limits,
                     }
                 })
                 .collect()
@@ -90,20 +105,16 @@ impl<'p> ParsedPod<'p> {
                 .iter()
                 .enumerate()
                 .map(|(i, cs)| {
-                    let res = cs.resources.as_ref();
                     let at = format!("{label}: status.{field}[{i}]");
+                    let (requests, limits) = parse_requirements(
+                        cs.resources.as_ref(),
+                        &format!("{at}.resources"),
+                        problems,
+                    );
                     ParsedStatus {
                         name: &cs.name,
-                        requests: parse_list(
-                            res.and_then(|r| r.requests.as_ref()),
-                            &format!("{at}.resources.requests"),
-                            problems,
-                        ),
-                        limits: parse_list(
-                            res.and_then(|r| r.limits.as_ref()),
-                            &format!("{at}.resources.limits"),
-                            problems,
-                        ),
+                        requests,
+                        limits,
                         allocated: parse_list(
                             cs.allocated_resources.as_ref(),
                             &format!("{at}.allocatedResources"),
@@ -129,7 +140,9 @@ impl<'p> ParsedPod<'p> {
             "initContainerStatuses",
             problems,
         ));
-        let pod_resources = spec.and_then(|s| s.resources.as_ref());
+        let pod_resources = spec.and_then(|s| s.resources.as_deref());
+        let (pod_requests, pod_limits) =
+            parse_requirements(pod_resources, &format!("{label}: spec.resources"), problems);
         let resize_infeasible = status
             .and_then(|s| s.conditions.as_ref())
             .and_then(|cs| cs.iter().find(|c| &*c.type_ == "PodResizePending"))
@@ -139,16 +152,8 @@ impl<'p> ParsedPod<'p> {
             init_containers: parsed_init,
             statuses: parsed_statuses,
             has_pod_resources: pod_resources.is_some(),
-            pod_requests: parse_list(
-                pod_resources.and_then(|r| r.requests.as_ref()),
-                &format!("{label}: spec.resources.requests"),
-                problems,
-            ),
-            pod_limits: parse_list(
-                pod_resources.and_then(|r| r.limits.as_ref()),
-                &format!("{label}: spec.resources.limits"),
-                problems,
-            ),
+            pod_requests,
+            pod_limits,
             overhead: parse_list(
                 spec.and_then(|s| s.overhead.as_ref()),
                 &format!("{label}: spec.overhead"),
