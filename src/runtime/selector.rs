@@ -52,6 +52,19 @@ pub enum Operator {
     DoesNotExist,
 }
 
+impl Operator {
+    /// An expression's operator as the API spells it (`matchExpressions`, scope selectors).
+    pub fn of_expression(operator: &str) -> Option<Self> {
+        match operator {
+            "In" => Some(Self::In),
+            "NotIn" => Some(Self::NotIn),
+            "Exists" => Some(Self::Exists),
+            "DoesNotExist" => Some(Self::DoesNotExist),
+            _ => None,
+        }
+    }
+}
+
 /// One validated term of a selector (`labels.Requirement`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Requirement {
@@ -211,13 +224,8 @@ pub fn from_label_selector(selector: Option<&LabelSelector>) -> Result<Selector,
         reqs.push(Requirement::new(k, Operator::Equals, vec![v.clone()])?);
     }
     for expr in exprs {
-        let op = match expr.operator.as_str() {
-            "In" => Operator::In,
-            "NotIn" => Operator::NotIn,
-            "Exists" => Operator::Exists,
-            "DoesNotExist" => Operator::DoesNotExist,
-            other => return Err(SelectorError::Operator(other.to_string())),
-        };
+        let op = Operator::of_expression(&expr.operator)
+            .ok_or_else(|| SelectorError::Operator(expr.operator.clone()))?;
         reqs.push(Requirement::new(
             &expr.key,
             op,

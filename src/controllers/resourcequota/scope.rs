@@ -138,13 +138,8 @@ fn scoped_requirement_as_selector(
     operator: &str,
     values: &[String],
 ) -> Result<LabelRequirement, ScopeError> {
-    let op = match operator {
-        "In" => Operator::In,
-        "NotIn" => Operator::NotIn,
-        "Exists" => Operator::Exists,
-        "DoesNotExist" => Operator::DoesNotExist,
-        other => return Err(ScopeError::Operator(other.to_string())),
-    };
+    let op = Operator::of_expression(operator)
+        .ok_or_else(|| ScopeError::Operator(operator.to_string()))?;
     Ok(LabelRequirement(Requirement::new(
         scope_name,
         op,

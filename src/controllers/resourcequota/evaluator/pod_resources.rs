@@ -46,6 +46,50 @@ fn parse_requirements(
     )
 }
 
+impl<'p> ParsedContainer<'p> {
+    fn parse(c: &'p Container, at: &str, problems: &mut Vec<String>) -> Self {
+        let (requests, limits) =
+            parse_requirements(c.resources.as_ref(), &format!("{at}.resources"), problems);
+        Self {
+            name: &c.name,
+            restartable: c.restart_policy.as_deref() == Some("Always"),
+            requests,
+            limits,
+        }
+    }
+}
+
+impl<'p> ParsedStatus<'p> {
+    fn parse(cs: &'p ContainerStatus, at: &str, problems: &mut Vec<String>) -> Self {
+        let (requests, limits) =
+            parse_requirements(cs.resources.as_ref(), &format!("{at}.resources"), problems);
+        Self {
+            name: &cs.name,
+            requests,
+            limits,
+            allocated: parse_list(
+                cs.allocated_resources.as_ref(),
+                &format!("{at}.allocatedResources"),
+                problems,
+            ),
+        }
+    }
+}
+
+/// Each entry of one of the pod's lists, parsed; `at` names the list in problems.
+fn parse_each<'p, T, P>(
+    list: Option<&'p [T]>,
+    at: &str,
+    problems: &mut Vec<String>,
+    parse: fn(&'p T, &str, &mut Vec<String>) -> P,
+) -> Vec<P> {
+    list.unwrap_or_default()
+        .iter()
+        .enumerate()
+        .map(|(i, item)| parse(item, &format!("{at}[{i}]"), problems))
+        .collect()
+}
+
 /// The pod's resource lists, parsed once.
 pub(super) struct ParsedPod<'p> {
     containers: Vec<ParsedContainer<'p>>,
@@ -75,88 +119,46 @@ impl<'p> ParsedPod<'p> {
         let label = object_label(&pod.metadata, "pod");
         let spec = pod.spec.as_ref();
         let status = pod.status.as_ref();
-        let containers = |list: Option<&'p [Container]>,
-                          field: &str,
-                          problems: &mut Vec<String>|
-         -> Vec<ParsedContainer<'p>> {
-            list.unwrap_or_default()
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    let (requests, limits) = parse_requirements(
-                        c.resources.as_ref(),
-                        &format!("{label}: spec.{field}[{i}].resources"),
-                        problems,
-                    );
-                    ParsedContainer {
-                        name: &c.name,
-                        restartable: c.restart_policy.as_deref() == Some("Always"),
-                        requests,
-                        limits,
-                    }
-                })
-                .collect()
-        };
-        let statuses = |list: Option<&'p [ContainerStatus]>,
-                        field: &str,
-                        problems: &mut Vec<String>|
-         -> Vec<ParsedStatus<'p>> {
-            list.unwrap_or_default()
-                .iter()
-                .enumerate()
-                .map(|(i, cs)| {
-                    let at = format!("{label}: status.{field}[{i}]");
-                    let (requests, limits) = parse_requirements(
-                        cs.resources.as_ref(),
-                        &format!("{at}.resources"),
-                        problems,
-                    );
-                    ParsedStatus {
-                        name: &cs.name,
-                        requests,
-                        limits,
-                        allocated: parse_list(
-                            cs.allocated_resources.as_ref(),
-                            &format!("{at}.allocatedResources"),
-                            problems,
-                        ),
-                    }
-                })
-                .collect()
-        };
-        let parsed_containers = containers(spec.map(|s| &*s.containers), "containers", problems);
-        let parsed_init = containers(
-            spec.and_then(|s| s.init_containers.as_deref()),
-            "initContainers",
-            problems,
-        );
-        let mut parsed_statuses = statuses(
-            status.and_then(|s| s.container_statuses.as_deref()),
-            "containerStatuses",
-            problems,
-        );
-        parsed_statuses.extend(statuses(
-            status.and_then(|s| s.init_container_statuses.as_deref()),
-            "initContainerStatuses",
-            problems,
-        ));
+        let at = |part: &str| format!("{label}: {part}");
+        let [containers, init_containers] = [
+            (spec.map(|s| &*s.containers), "spec.containers"),
+            (
+                spec.and_then(|s| s.init_containers.as_deref()),
+                "spec.initContainers",
+            ),
+        ]
+        .map(|(list, part)| parse_each(list, &at(part), problems, ParsedContainer::parse));
+        // Container statuses, then init container statuses: `findContainerStatus` order.
+        let statuses = [
+            (
+                status.and_then(|s| s.container_statuses.as_deref()),
+                "status.containerStatuses",
+            ),
+            (
+                status.and_then(|s| s.init_container_statuses.as_deref()),
+                "status.initContainerStatuses",
+            ),
+        ]
+        .into_iter()
+        .flat_map(|(list, part)| parse_each(list, &at(part), problems, ParsedStatus::parse))
+        .collect();
         let pod_resources = spec.and_then(|s| s.resources.as_deref());
         let (pod_requests, pod_limits) =
-            parse_requirements(pod_resources, &format!("{label}: spec.resources"), problems);
+            parse_requirements(pod_resources, &at("spec.resources"), problems);
         let resize_infeasible = status
             .and_then(|s| s.conditions.as_ref())
             .and_then(|cs| cs.iter().find(|c| &*c.type_ == "PodResizePending"))
             .is_some_and(|c| c.reason.as_deref() == Some("Infeasible"));
         Self {
-            containers: parsed_containers,
-            init_containers: parsed_init,
-            statuses: parsed_statuses,
+            containers,
+            init_containers,
+            statuses,
             has_pod_resources: pod_resources.is_some(),
             pod_requests,
             pod_limits,
             overhead: parse_list(
                 spec.and_then(|s| s.overhead.as_ref()),
-                &format!("{label}: spec.overhead"),
+                &at("spec.overhead"),
                 problems,
             ),
             resize_infeasible,
