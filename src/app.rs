@@ -14,6 +14,7 @@ use crate::runtime::client::{ClientError, Clients, load_config};
 use crate::runtime::clock::{self, Clock};
 use crate::runtime::informer::Informers;
 use crate::runtime::leader::{LeaderElectionConfig, LeaderElector, default_identity};
+use crate::runtime::lock::lock;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::serving;
 use crate::runtime::startup::Startup;
@@ -138,13 +139,13 @@ pub async fn run_with_config(
         }
         let unsynced = ready_informers.unsynced();
         if !unsynced.is_empty() {
-            return Err(format!("stores not synced: {}", unsynced.join(", ")));
+            return Err(serving::NotReady::StoresNotSynced(unsynced));
         }
-        let started = ready_started.lock().unwrap_or_else(|p| p.into_inner());
+        let started = lock(&ready_started);
         let Some(startups) = started.as_ref() else {
-            return Err("controllers are starting".to_string());
+            return Err(serving::NotReady::ControllersStarting);
         };
-        let pending: Vec<&str> = startups
+        let pending: Vec<&'static str> = startups
             .iter()
             .filter(|s| !s.is_synced())
             .map(Startup::controller)
@@ -152,7 +153,7 @@ pub async fn run_with_config(
         if pending.is_empty() {
             Ok(())
         } else {
-            Err(format!("stores not synced for {}", pending.join(", ")))
+            Err(serving::NotReady::ControllersNotSynced(pending))
         }
     });
     if let Some(secure) = &settings.secure_serving {
@@ -232,7 +233,7 @@ pub async fn run_with_config(
                 .map_err(|e| AppError::Controller(name, e.to_string()))
         }));
     }
-    *started.lock().unwrap_or_else(|p| p.into_inner()) = Some(startups);
+    *lock(&started) = Some(startups);
 
     // Controllers run until SIGTERM, a lost lease, or one of them fails.
     let (released_tx, released_rx) = tokio::sync::oneshot::channel::<()>();

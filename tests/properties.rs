@@ -738,7 +738,7 @@ proptest! {
         sel in valid_selector(),
         label_sets in proptest::collection::vec(small_labels(), 1..=8),
     ) {
-        let parsed = from_label_selector(Some(&sel)).map_err(fail)?;
+        let parsed = from_label_selector(Some(&sel)).map_err(|e| fail(e.to_string()))?;
         let text = parsed.to_string();
         let reparsed_api = parse_selector_string(&text).map_err(fail)?;
         let reparsed = from_label_selector(Some(&reparsed_api))
@@ -774,8 +774,8 @@ proptest! {
                 prop_assert_eq!(parsed.matches(labels.as_ref()), want);
                 prop_assert_eq!(selector::matches(Some(&sel), labels.as_ref()), want);
             }
-            Err(msg) => {
-                prop_assert!(!msg.is_empty());
+            Err(err) => {
+                prop_assert!(!err.to_string().is_empty());
                 prop_assert!(!selector::matches(Some(&sel), labels.as_ref()));
             }
         }
@@ -949,7 +949,7 @@ proptest! {
             prop_assert_eq!(got.is_ok(), reference_percent(s).is_some(), "{:?}", s);
             if !s.ends_with('%') {
                 prop_assert_eq!(
-                    got,
+                    got.map_err(|e| e.to_string()),
                     Err("invalid value for IntOrString: invalid type: string is not a percentage"
                         .to_owned())
                 );
@@ -996,7 +996,7 @@ proptest! {
             || (needs_scale && scale.is_none())
             || refused;
 
-        let result = expected_and_desired(&spec, matching, scale);
+        let result = expected_and_desired(&spec, matching, scale).map_err(|e| e.to_string());
         prop_assert_eq!(result.is_err(), invalid, "{:?} scale {:?}: {:?}", spec, scale, result);
         match result {
             Err(msg) => {

@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use k8s_openapi::api::events::v1::Event;
 use kcm::runtime::events::EventRecorder;
 use kcm::runtime::metrics::Metrics;
-use kcm::runtime::writer::ApiWriter;
+use kcm::runtime::writer::{ApiWriter, Part, is_conflict};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube_testserver::TestServer;
 use serde_json::json;
@@ -35,7 +35,7 @@ async fn writer_counts_writes_and_shadow_writes_nothing() {
     writer.replace(&api, &created, &desired).await.unwrap();
     let stale = writer.replace(&api, &created, &desired).await;
     assert!(
-        matches!(stale, Err(kube::Error::Api(s)) if s.code == 409),
+        stale.as_ref().is_err_and(is_conflict),
         "stale replace conflicts"
     );
     assert_eq!(
@@ -65,6 +65,7 @@ async fn writer_counts_writes_and_shadow_writes_nothing() {
             &live,
             &PatchParams::default(),
             &Patch::Merge(json!({ "data": { "k": "4" } })),
+            Part::Whole,
         )
         .await
         .unwrap();

@@ -455,12 +455,14 @@ async fn converged(client: &Client) -> Result<(), String> {
             .items
         {
             let spec = pdb.spec.clone().unwrap_or_default();
-            let selector = kcm::runtime::selector::from_label_selector(spec.selector.as_ref())?;
+            let selector = kcm::runtime::selector::from_label_selector(spec.selector.as_ref())
+                .map_err(|e| e.to_string())?;
             let matching: Vec<&PodView> = pods
                 .iter()
                 .filter(|p| selector.matches(&p.labels))
                 .collect();
-            let (expected, desired) = expected_and_desired(&spec, matching.len() as i32, None)?;
+            let (expected, desired) = expected_and_desired(&spec, matching.len() as i32, None)
+                .map_err(|e| e.to_string())?;
             let disrupted = disrupted_pods(&matching, pdb.status.as_ref(), &now);
             let healthy = count_healthy(&matching, &disrupted.map, &now);
             if let Some(want) = new_status(&pdb, healthy, desired, expected, &disrupted.map, &now) {

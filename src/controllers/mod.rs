@@ -2,6 +2,7 @@
 //! write path, events, queues and the shutdown signal. Controllers never call each other.
 
 pub mod disruption;
+mod error;
 pub mod resourceclaim;
 pub mod resourcequota;
 pub mod storageversiongc;
@@ -13,9 +14,10 @@ use futures::future::BoxFuture;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
+pub use self::error::{ControllerError, joined};
 use crate::cli::{Controller, FeatureGate, Settings};
 use crate::runtime::clock::Clock;
-use crate::runtime::controller::{ControllerBuilder, TaskError};
+use crate::runtime::controller::ControllerBuilder;
 use crate::runtime::events::EventRecorder;
 use crate::runtime::informer::Informers;
 use crate::runtime::metrics::Metrics;
@@ -68,18 +70,6 @@ impl Context {
             self.startup.clone(),
             &self.shutdown,
         )
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ControllerError {
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl From<TaskError> for ControllerError {
-    fn from(err: TaskError) -> Self {
-        ControllerError::Failed(err.to_string())
     }
 }
 

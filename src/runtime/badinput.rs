@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use lru::LruCache;
 
 use super::metrics::Metrics;
+use crate::runtime::lock::lock;
 
 /// How many (object version, problem) pairs are remembered.
 const REMEMBERED: NonZeroUsize = match NonZeroUsize::new(4096) {
@@ -35,12 +36,7 @@ impl BadInput {
     /// `reason`, unless this exact report was made already. Returns whether it was reported.
     pub fn report(&self, object: &str, version: &str, reason: &str, problem: &str) -> bool {
         let key = (object.to_string(), version.to_string(), problem.to_string());
-        let fresh = self
-            .seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .put(key, ())
-            .is_none();
+        let fresh = lock(&self.seen).put(key, ()).is_none();
         if fresh {
             self.metrics
                 .skipped

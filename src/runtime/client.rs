@@ -19,6 +19,7 @@ use tower::{BoxError, Layer, Service, ServiceExt};
 
 use super::backoff::TokenBucket;
 use super::restclient::{ERROR_CODE, RestClientMetrics};
+use crate::runtime::lock::lock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -170,13 +171,7 @@ where
     fn call(&mut self, req: Request<Body>) -> Self::Future {
         let watch = is_watch(req.uri());
         // Reserve now, so tokens go out in call order even though requests wait apart.
-        let delay = (!watch).then(|| {
-            self.layer
-                .bucket
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .reserve(Instant::now())
-        });
+        let delay = (!watch).then(|| lock(&self.layer.bucket).reserve(Instant::now()));
         let mut inner = self.inner.clone();
         let layer = self.layer.clone();
         let method = req.method().clone();

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
+use crate::runtime::lock::lock;
 
 /// A namespace whose count of `resource` may have changed; `None` when the first complete
 /// list arrived, so every namespace's count is now known.
@@ -93,7 +94,7 @@ impl ObjectCounter {
     }
 
     fn lock(&self) -> MutexGuard<'_, Names> {
-        self.names.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.names)
     }
 
     /// Applies one watch event; returns the namespaces whose count changed.

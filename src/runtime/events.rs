@@ -38,6 +38,23 @@ impl EventRecorder {
         }
     }
 
+    /// [`Self::publish`] in a task of its own: events never block or fail a sync.
+    pub fn spawn(
+        &self,
+        regarding: ObjectReference,
+        warning: bool,
+        reason: &'static str,
+        note: String,
+        action: &'static str,
+    ) {
+        let recorder = self.clone();
+        tokio::spawn(async move {
+            recorder
+                .publish(&regarding, warning, reason, note, action)
+                .await
+        });
+    }
+
     pub async fn publish(
         &self,
         regarding: &ObjectReference,

@@ -3,6 +3,7 @@
 //! kept by the controller that needs it from its own change feed, so a lookup does not scan
 //! a namespace.
 
+use crate::runtime::lock::lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
@@ -24,7 +25,7 @@ impl Index {
     pub fn set(&self, key: &str, mut values: Vec<String>) {
         values.sort();
         values.dedup();
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = lock(&self.inner);
         let old = if values.is_empty() {
             inner.values_of.remove(key)
         } else {
@@ -49,7 +50,7 @@ impl Index {
 
     /// The keys of the objects that have `value`, sorted.
     pub fn get(&self, value: &str) -> Vec<String> {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let inner = lock(&self.inner);
         let mut keys: Vec<String> = inner
             .by_value
             .get(value)
@@ -61,11 +62,7 @@ impl Index {
 
     /// How many index values are held (for tests of cleanup).
     pub fn len(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .by_value
-            .len()
+        lock(&self.inner).by_value.len()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::metrics::Metrics;
 use super::queue::{QueueKey, WorkQueue};
 use super::stored::Stored;
+use crate::runtime::lock::lock;
 
 /// What changed in a store, in the order the store saw it.
 #[derive(Debug)]
@@ -225,7 +226,7 @@ impl<K: Stored> Informer<K> {
     }
 
     fn lock(&self) -> MutexGuard<'_, Dispatch<K>> {
-        self.dispatch.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.dispatch)
     }
 
     /// Applies one watcher event to the store and tells every subscriber what changed. Both
@@ -350,7 +351,7 @@ impl Informers {
     /// The informer for `K` across all namespaces, started on first use. Every later call
     /// returns the same one: one watch per type for the whole process.
     pub fn get<K: Stored>(&self) -> Arc<Informer<K>> {
-        let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        let mut started = lock(&self.started);
         if let Some(existing) = started
             .get(&TypeId::of::<K>())
             .and_then(|a| a.clone().downcast::<Informer<K>>().ok())
@@ -374,10 +375,7 @@ impl Informers {
             synced,
             failing: std::sync::atomic::AtomicBool::new(false),
         });
-        self.synced
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((resource.clone(), synced_rx));
+        lock(&self.synced).push((resource.clone(), synced_rx));
         let task_informer = informer.clone();
         let client = self.client.clone();
         let metrics = self.metrics.clone();
@@ -424,9 +422,7 @@ impl Informers {
 
     /// Resources whose informers have not completed their first list yet.
     pub fn unsynced(&self) -> Vec<String> {
-        self.synced
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        lock(&self.synced)
             .iter()
             .filter(|(_, rx)| !*rx.borrow())
             .map(|(name, _)| name.clone())

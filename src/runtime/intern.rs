@@ -8,6 +8,7 @@
 //! bounded under hostile input (values no pod keeps any more are dropped): values only the
 //! interner still holds are pruned whenever the set has doubled since the last prune.
 
+use crate::runtime::lock::lock;
 use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::hash::Hash;
@@ -35,7 +36,7 @@ impl<T: ?Sized + Hash + Eq> Interner<T> {
 
     /// The shared copy of `value` (`value` itself, made shared, when it is the first).
     pub(crate) fn intern<V: Borrow<T> + Into<Arc<T>>>(&self, value: V) -> Arc<T> {
-        let mut guard = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = lock(&self.shared);
         let shared = guard.get_or_insert_with(|| Shared {
             values: HashSet::new(),
             prune_at: MIN_PRUNE_AT,
@@ -54,7 +55,7 @@ impl<T: ?Sized + Hash + Eq> Interner<T> {
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        let guard = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let guard = lock(&self.shared);
         guard.as_ref().map_or(0, |s| s.values.len())
     }
 }

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::runtime::lock::lock;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
@@ -246,9 +247,7 @@ impl LeaderElector {
 
     fn state(&self) -> MutexGuard<'_, State> {
         // The state stays consistent even if a holder panicked: every update is one assignment.
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.state)
     }
 
     /// `wait.Until(PollUntilContextTimeout(retry, renewDeadline, immediate))`: returns only

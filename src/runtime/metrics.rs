@@ -10,6 +10,7 @@ use prometheus::{
 
 use super::queue::WorkqueueMetrics;
 use super::restclient::RestClientMetrics;
+use crate::runtime::lock::lock;
 
 fn family_names(collectors: &[&dyn Collector]) -> Vec<String> {
     collectors
@@ -45,26 +46,18 @@ pub struct Metrics {
     registered: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
-fn counter(
+/// A labelled family (`new` is `IntCounterVec::new`, `IntGaugeVec::new`...), registered in
+/// `registry`, for the struct to keep.
+fn family<V: Collector + Clone + 'static>(
     registry: &Registry,
+    new: fn(Opts, &[&str]) -> prometheus::Result<V>,
     name: &str,
     help: &str,
     labels: &[&str],
-) -> prometheus::Result<IntCounterVec> {
-    let c = IntCounterVec::new(Opts::new(name, help), labels)?;
-    registry.register(Box::new(c.clone()))?;
-    Ok(c)
-}
-
-fn gauge(
-    registry: &Registry,
-    name: &str,
-    help: &str,
-    labels: &[&str],
-) -> prometheus::Result<IntGaugeVec> {
-    let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
-    registry.register(Box::new(g.clone()))?;
-    Ok(g)
+) -> prometheus::Result<V> {
+    let family = new(Opts::new(name, help), labels)?;
+    registry.register(Box::new(family.clone()))?;
+    Ok(family)
 }
 
 impl Metrics {
@@ -82,51 +75,59 @@ impl Metrics {
         let metrics = Self {
             workqueue: WorkqueueMetrics::register(&registry)?,
             rest_client: RestClientMetrics::register(&registry)?,
-            reconciles: counter(
+            reconciles: family(
                 &registry,
+                IntCounterVec::new,
                 "kcm_reconcile_total",
                 "Reconciles by controller and result.",
                 &["controller", "result"],
             )?,
             reconcile_duration,
-            api_writes: counter(
+            api_writes: family(
                 &registry,
+                IntCounterVec::new,
                 "kcm_api_writes_total",
                 "API writes by controller, verb, resource and result.",
                 &["controller", "verb", "resource", "result"],
             )?,
-            shadow_diffs: counter(
+            shadow_diffs: family(
                 &registry,
+                IntCounterVec::new,
                 "kcm_shadow_diffs_total",
                 "Writes not made in --shadow mode because kcm disagreed with the live object.",
                 &["controller", "resource"],
             )?,
-            skipped: counter(
+            skipped: family(
                 &registry,
+                IntCounterVec::new,
                 "kcm_skipped_objects_total",
                 "Objects skipped as unprocessable, by controller and reason.",
                 &["controller", "reason"],
             )?,
-            store_objects: gauge(
+            store_objects: family(
                 &registry,
+                IntGaugeVec::new,
                 "kcm_store_objects",
                 "Objects in each shared store.",
                 &["resource"],
             )?,
-            watch_errors: counter(
+            watch_errors: family(
                 &registry,
+                IntCounterVec::new,
                 "kcm_watch_errors_total",
                 "List/watch errors of each shared store.",
                 &["resource"],
             )?,
-            leader: gauge(
+            leader: family(
                 &registry,
+                IntGaugeVec::new,
                 "leader_election_master_status",
                 "1 while this process is the leader.",
                 &["name"],
             )?,
-            quota_usage_drift: counter(
+            quota_usage_drift: family(
                 &registry,
+                IntCounterVec::new,
                 "kcm_quota_usage_drift_total",
                 "Incremental quota usage sums that differed from the periodic full recompute, by evaluated resource.",
                 &["resource"],
@@ -145,10 +146,7 @@ impl Metrics {
     pub fn register(&self, collector: Box<dyn Collector>) -> prometheus::Result<()> {
         let names = family_names(&[collector.as_ref()]);
         self.registry.register(collector)?;
-        self.registered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(names);
+        lock(&self.registered).extend(names);
         Ok(())
     }
 
@@ -177,13 +175,7 @@ impl Metrics {
             &self.leader,
             &self.quota_usage_drift,
         ]);
-        names.extend(
-            self.registered
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .cloned(),
-        );
+        names.extend(lock(&self.registered).iter().cloned());
         names.sort();
         names
     }

@@ -12,6 +12,7 @@ pub mod index;
 pub mod informer;
 pub mod intern;
 pub mod leader;
+pub mod lock;
 pub mod metrics;
 pub mod mutation;
 pub mod quantity;

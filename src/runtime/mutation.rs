@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use kube::{Resource, ResourceExt};
 
 use super::informer::Store;
+use crate::runtime::lock::lock;
 
 type Key = (String, String);
 
@@ -53,7 +54,7 @@ impl<K: Resource> MutationCache<K> {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Entry<K>>> {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.entries)
     }
 
     fn remember(&self, key: Key, entry: Entry<K>) {

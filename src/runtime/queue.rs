@@ -15,7 +15,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use prometheus::{
@@ -28,6 +28,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::backoff::RateLimiter;
+use crate::runtime::lock::lock;
 
 /// client-go's `defaultUnfinishedWorkUpdatePeriod`.
 const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
@@ -203,7 +204,7 @@ impl<K> Drop for Inner<K> {
 impl<K: QueueKey> Inner<K> {
     fn lock(&self) -> MutexGuard<'_, State<K>> {
         // The state stays consistent even if a panic (e.g. in a key's Hash impl) poisoned it.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.state)
     }
 
     /// client-go `Add`.

@@ -30,6 +30,17 @@ impl<L: LabelSet + ?Sized> LabelSet for &L {
     }
 }
 
+/// Why a selector cannot be built, in upstream's words (controllers copy the text into events
+/// and conditions).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    /// `labels.NewRequirement`'s field errors, aggregated.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{} is not a valid label selector operator", go_quote(.0))]
+    Operator(String),
+}
+
 /// The operators `LabelSelectorAsSelector` can produce (`selection.Operator`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operator {
@@ -39,6 +50,19 @@ pub enum Operator {
     NotIn,
     Exists,
     DoesNotExist,
+}
+
+impl Operator {
+    /// An expression's operator as the API spells it (`matchExpressions`, scope selectors).
+    pub fn of_expression(operator: &str) -> Option<Self> {
+        match operator {
+            "In" => Some(Self::In),
+            "NotIn" => Some(Self::NotIn),
+            "Exists" => Some(Self::Exists),
+            "DoesNotExist" => Some(Self::DoesNotExist),
+            _ => None,
+        }
+    }
 }
 
 /// One validated term of a selector (`labels.Requirement`).
@@ -53,7 +77,7 @@ impl Requirement {
     /// `labels.NewRequirement`: validates the key, the value count for the operator and every
     /// value. All problems are reported together, as upstream aggregates them. An empty
     /// `values` is rendered as Go's nil slice, which is what `LabelSelectorAsSelector` passes.
-    pub fn new(key: &str, operator: Operator, values: Vec<String>) -> Result<Self, String> {
+    pub fn new(key: &str, operator: Operator, values: Vec<String>) -> Result<Self, SelectorError> {
         let mut errs = Vec::new();
         let key_errs = label_key_errors(key);
         if !key_errs.is_empty() {
@@ -89,7 +113,7 @@ impl Requirement {
                 values,
             })
         } else {
-            Err(aggregate(errs))
+            Err(SelectorError::Invalid(aggregate(errs)))
         }
     }
 
@@ -187,7 +211,7 @@ impl fmt::Display for Selector {
 }
 
 /// `metav1.LabelSelectorAsSelector`.
-pub fn from_label_selector(selector: Option<&LabelSelector>) -> Result<Selector, String> {
+pub fn from_label_selector(selector: Option<&LabelSelector>) -> Result<Selector, SelectorError> {
     let Some(ps) = selector else {
         return Ok(Selector::Nothing);
     };
@@ -200,18 +224,8 @@ pub fn from_label_selector(selector: Option<&LabelSelector>) -> Result<Selector,
         reqs.push(Requirement::new(k, Operator::Equals, vec![v.clone()])?);
     }
     for expr in exprs {
-        let op = match expr.operator.as_str() {
-            "In" => Operator::In,
-            "NotIn" => Operator::NotIn,
-            "Exists" => Operator::Exists,
-            "DoesNotExist" => Operator::DoesNotExist,
-            other => {
-                return Err(format!(
-                    "{} is not a valid label selector operator",
-                    go_quote(other)
-                ));
-            }
-        };
+        let op = Operator::of_expression(&expr.operator)
+            .ok_or_else(|| SelectorError::Operator(expr.operator.clone()))?;
         reqs.push(Requirement::new(
             &expr.key,
             op,
@@ -295,6 +309,16 @@ fn label_key_errors(key: &str) -> Vec<String> {
         ));
     }
     errs
+}
+
+/// `validation.IsQualifiedName`: a label key, with its optional DNS subdomain prefix.
+pub fn is_qualified_name(value: &str) -> bool {
+    label_key_errors(value).is_empty()
+}
+
+/// `validation.IsValidLabelValue`: empty, or up to 63 characters of the name pattern.
+pub fn is_valid_label_value(value: &str) -> bool {
+    label_value_errors(value).is_empty()
 }
 
 /// `content.IsLabelValue`: empty is allowed.
@@ -444,7 +468,9 @@ mod tests {
     }
 
     fn err_of(v: serde_json::Value) -> String {
-        from_label_selector(Some(&sel(v))).expect_err("selector should be invalid")
+        from_label_selector(Some(&sel(v)))
+            .expect_err("selector should be invalid")
+            .to_string()
     }
 
     #[test]
@@ -499,7 +525,8 @@ mod tests {
             assert_eq!(input, before, "case {i}: input must not be modified");
             assert_eq!(
                 got,
-                want.map(str::to_string).map_err(str::to_string),
+                want.map(str::to_string)
+                    .map_err(|e| SelectorError::Invalid(e.to_string())),
                 "case {i}"
             );
         }
@@ -809,18 +836,18 @@ mod tests {
         let r = Requirement::new("k", Operator::In, vec!["-".into(), "-".into()]);
         assert_eq!(
             r,
-            Err(format!(
+            Err(SelectorError::Invalid(format!(
                 "[values[0][k]: Invalid value: \"-\": {VALUE_REGEX_MSG}, values[1][k]: Invalid \
                  value: \"-\": {VALUE_REGEX_MSG}]"
-            ))
+            )))
         );
         assert_eq!(
             Requirement::new("k", Operator::Equals, vec![]),
-            Err(
+            Err(SelectorError::Invalid(
                 "values: Invalid value: []string(nil): exact-match compatibility requires one \
                  single value"
                     .to_string()
-            )
+            ))
         );
         assert_eq!(
             aggregate(vec!["x".into(), "y".into(), "x".into()]),

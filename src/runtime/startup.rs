@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::runtime::lock::lock;
 use tokio::time::Instant;
 
 /// How often a queue is checked for its first drain; the line is informative, not a deadline.
@@ -47,7 +48,7 @@ impl Startup {
 
     /// A store the controller reads, named by its resource; sized when the line is logged.
     pub fn store(&self, resource: String, count: impl Fn() -> usize + Send + Sync + 'static) {
-        let mut stores = self.inner.stores.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stores = lock(&self.inner.stores);
         if !stores.iter().any(|(r, _)| *r == resource) {
             stores.push((resource, Box::new(count)));
         }
@@ -66,7 +67,7 @@ impl Startup {
     /// Logs that every store has synced: `pods=12 nodes=96`, and the seconds it took.
     pub fn synced(&self) {
         self.inner.stores_synced.store(true, Ordering::SeqCst);
-        let stores = self.inner.stores.lock().unwrap_or_else(|p| p.into_inner());
+        let stores = lock(&self.inner.stores);
         let objects: Vec<String> = stores
             .iter()
             .map(|(resource, count)| format!("{resource}={}", count()))

@@ -112,3 +112,13 @@ pub fn key_of<K: Resource>(obj: &K) -> String {
 pub fn split_key(key: &str) -> (&str, &str) {
     key.split_once('/').unwrap_or(("", key))
 }
+
+/// `metav1.GetControllerOf`: the owner reference marked as the object's controller.
+pub fn controller_of(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+}

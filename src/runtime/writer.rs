@@ -43,7 +43,7 @@ impl Verb {
 
 /// Whether a write targets the whole object or its status subresource.
 #[derive(Debug, Clone, Copy)]
-enum Part {
+pub enum Part {
     Whole,
     Status,
 }
@@ -196,36 +196,8 @@ impl ApiWriter {
         self.run(Verb::Update, &resource, write).await
     }
 
+    /// A patch of `part` of the object (server-side apply included).
     pub async fn patch<K, P>(
-        &self,
-        api: &Api<K>,
-        live: &K,
-        params: &PatchParams,
-        patch: &Patch<P>,
-    ) -> kube::Result<K>
-    where
-        K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
-        P: Serialize + Debug,
-    {
-        self.patch_part(api, live, params, patch, Part::Whole).await
-    }
-
-    pub async fn patch_status<K, P>(
-        &self,
-        api: &Api<K>,
-        live: &K,
-        params: &PatchParams,
-        patch: &Patch<P>,
-    ) -> kube::Result<K>
-    where
-        K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
-        P: Serialize + Debug,
-    {
-        self.patch_part(api, live, params, patch, Part::Status)
-            .await
-    }
-
-    async fn patch_part<K, P>(
         &self,
         api: &Api<K>,
         live: &K,
@@ -269,6 +241,24 @@ impl ApiWriter {
         )
         .await
         .map(|_| ())
+    }
+}
+
+/// client-go's `apierrors.IsNotFound`: the API server answered 404.
+pub fn is_not_found(err: &kube::Error) -> bool {
+    api_code(err) == Some(404)
+}
+
+/// client-go's `apierrors.IsConflict`: the API server answered 409 (a stale resourceVersion,
+/// or an object that already exists).
+pub fn is_conflict(err: &kube::Error) -> bool {
+    api_code(err) == Some(409)
+}
+
+fn api_code(err: &kube::Error) -> Option<u16> {
+    match err {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
     }
 }
 

@@ -34,25 +34,53 @@ pub const INSUFFICIENT_PODS_REASON: &str = "InsufficientPods";
 pub const DISRUPTION_TARGET_CONDITION: &str = "DisruptionTarget";
 pub const TERMINATION_BY_KUBELET_REASON: &str = "TerminationByKubelet";
 
-const INVALID_INTSTR: &str = "invalid value for IntOrString";
+/// Why a budget's expected and desired counts cannot be computed, in upstream's words (the
+/// text becomes the fail-safe condition's message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BudgetError {
+    #[error("invalid value for IntOrString: invalid type: string is not a percentage")]
+    NotPercentage,
+    #[error("invalid value for IntOrString: invalid value {}: {source}", go_quote(.value))]
+    InvalidPercentage {
+        value: String,
+        #[source]
+        source: AtoiError,
+    },
+    /// A caller bug: the scale is needed but was not looked up.
+    #[error("controller scale was not computed")]
+    ScaleNotComputed,
+    #[error("{BOTH_SET}")]
+    BothSet,
+    /// A value API validation refuses (the validation message).
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// strconv.Atoi's error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("strconv.Atoi: parsing {}: {}", go_quote(.input), if *.out_of_range { "value out of range" } else { "invalid syntax" })]
+pub struct AtoiError {
+    input: String,
+    out_of_range: bool,
+}
 
 /// intstr.GetScaledValueFromIntOrPercent, including its exact error texts.
 ///
 /// Upstream returns a Go `int` that the disruption controller truncates to
 /// `int32`; the truncation is folded in here (only reachable past apiserver
 /// validation, which limits percentages to 0–100%).
-pub fn scaled_value(value: &IntOrString, total: i32, round_up: bool) -> Result<i32, String> {
+pub fn scaled_value(value: &IntOrString, total: i32, round_up: bool) -> Result<i32, BudgetError> {
     let s = match value {
         IntOrString::Int(v) => return Ok(*v),
         IntOrString::String(s) => s,
     };
     let Some(digits) = s.strip_suffix('%') else {
-        return Err(format!(
-            "{INVALID_INTSTR}: invalid type: string is not a percentage"
-        ));
+        return Err(BudgetError::NotPercentage);
     };
-    let pct = go_atoi(digits)
-        .map_err(|e| format!("{INVALID_INTSTR}: invalid value {}: {e}", go_quote(s)))?;
+    let pct = go_atoi(digits).map_err(|source| BudgetError::InvalidPercentage {
+        value: s.clone(),
+        source,
+    })?;
     // Same float64 expression and operation order as upstream.
     let scaled = (pct as f64) * f64::from(total) / 100.0;
     let rounded = if round_up {
@@ -65,15 +93,13 @@ pub fn scaled_value(value: &IntOrString, total: i32, round_up: bool) -> Result<i
 }
 
 /// strconv.Atoi on a 64-bit platform, with its error text.
-fn go_atoi(s: &str) -> Result<i64, String> {
-    s.parse::<i64>().map_err(|e| {
-        let why = match e.kind() {
-            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
-                "value out of range"
-            }
-            _ => "invalid syntax",
-        };
-        format!("strconv.Atoi: parsing {}: {why}", go_quote(s))
+fn go_atoi(s: &str) -> Result<i64, AtoiError> {
+    s.parse::<i64>().map_err(|e| AtoiError {
+        input: s.to_string(),
+        out_of_range: matches!(
+            e.kind(),
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow
+        ),
     })
 }
 
@@ -106,12 +132,12 @@ pub fn expected_and_desired(
     spec: &PodDisruptionBudgetSpec,
     matching_pods: i32,
     scale: Option<i32>,
-) -> Result<(i32, i32), String> {
-    let need_scale = || scale.ok_or_else(|| "controller scale was not computed".to_owned());
+) -> Result<(i32, i32), BudgetError> {
+    let need_scale = || scale.ok_or(BudgetError::ScaleNotComputed);
     // The API server's validation refuses both; upstream's controller would silently prefer
     // maxUnavailable. kcm cannot know which one the author meant, so it fails safe.
     if spec.min_available.is_some() && spec.max_unavailable.is_some() {
-        return Err(BOTH_SET.to_owned());
+        return Err(BudgetError::BothSet);
     }
     // Likewise for values the arithmetic accepts but validation refuses: with them upstream
     // would compute nonsense (minAvailable "-50%" of 4 pods allows 6 disruptions).
@@ -120,7 +146,7 @@ pub fn expected_and_desired(
         ("spec.maxUnavailable", &spec.max_unavailable),
     ] {
         if let Some(err) = value.as_ref().and_then(|v| refused_by_validation(field, v)) {
-            return Err(err);
+            return Err(BudgetError::Refused(err));
         }
     }
     if let Some(max_unavailable) = &spec.max_unavailable {
@@ -593,7 +619,7 @@ mod tests {
         let (expected, desired) = match expected_and_desired(&spec, pod_count, scale) {
             Ok(v) => v,
             Err(e) => {
-                if let Some(st) = fail_safe_status(pdb, &e, &now()) {
+                if let Some(st) = fail_safe_status(pdb, &e.to_string(), &now()) {
                     pdb.status = Some(st);
                 }
                 return;
@@ -724,7 +750,7 @@ mod tests {
         ];
         for (v, want) in cases {
             assert_eq!(
-                scaled_value(&s(v), 10, true),
+                scaled_value(&s(v), 10, true).map_err(|e| e.to_string()),
                 Err((*want).to_owned()),
                 "{v:?}"
             );
@@ -807,7 +833,7 @@ mod tests {
         ];
         for (spec, pods, scale, want) in cases {
             assert_eq!(
-                expected_and_desired(&spec, pods, scale),
+                expected_and_desired(&spec, pods, scale).map_err(|e| e.to_string()),
                 want,
                 "{spec:?} {pods} {scale:?}"
             );

@@ -8,6 +8,7 @@
 //! namespace, so `expectedPods` follows a scale-up even before new pods appear.
 
 pub mod budget;
+mod error;
 mod messages;
 mod scale;
 
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod as FullPod, ReplicationController};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
@@ -26,6 +27,7 @@ use self::budget::{
     cleared_disruption_target, count_healthy, disrupted_pods, expected_and_desired,
     fail_safe_status, needs_controller_scale, new_status, stale_disruption_wait,
 };
+pub use self::error::DisruptionError;
 use self::scale::ScaleFinder;
 use super::{Context, ControllerError, Descriptor};
 use crate::cli::Controller;
@@ -38,7 +40,7 @@ use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector;
 use crate::runtime::stored::{Stored, key_of, split_key};
 use crate::runtime::view::Pod;
-use crate::runtime::writer::{ApiWriter, error_text};
+use crate::runtime::writer::ApiWriter;
 
 const CONTROLLER: &str = "disruption-controller";
 /// Upstream's event source for this controller.
@@ -72,24 +74,6 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
     api: Some(("policy", "v1")),
     run: |ctx| run(ctx).boxed(),
 };
-
-/// Why a sync failed: a conflict is retried as is; anything else first writes the fail-safe
-/// status.
-#[derive(Debug, thiserror::Error)]
-enum SyncError {
-    #[error("{0}")]
-    Conflict(String),
-    #[error("{0}")]
-    Failed(String),
-}
-
-fn api_error(err: kube::Error) -> SyncError {
-    match err {
-        kube::Error::Api(status) if status.code == 409 => SyncError::Conflict(status.message),
-        kube::Error::Api(status) => SyncError::Failed(status.message),
-        other => SyncError::Failed(other.to_string()),
-    }
-}
 
 #[derive(Clone)]
 struct Disruption {
@@ -166,12 +150,8 @@ impl Disruption {
         reason: &'static str,
         note: String,
     ) {
-        let recorder = self.recorder.clone();
-        tokio::spawn(async move {
-            recorder
-                .publish(&regarding, warning, reason, note, "Sync")
-                .await
-        });
+        self.recorder
+            .spawn(regarding, warning, reason, note, "Sync");
     }
 
     /// `sync`: the PDB's status, or the fail-safe status when that cannot be computed.
@@ -190,11 +170,12 @@ impl Disruption {
                 }
                 Ok(())
             }
-            Err(SyncError::Conflict(msg)) => Err(ControllerError::Failed(msg)),
-            Err(SyncError::Failed(msg)) => {
-                tracing::warn!(pdb = pdb_key, error = msg, "Failed to sync PDB");
-                self.fail_safe(&pdb, &msg).await?;
-                Err(ControllerError::Failed(msg))
+            // A conflict is retried as is; anything else first writes the fail-safe status.
+            Err(err) if err.is_conflict() => Err(err.into()),
+            Err(err) => {
+                tracing::warn!(pdb = pdb_key, error = %err, "Failed to sync PDB");
+                self.fail_safe(&pdb, &err.to_string()).await?;
+                Err(err.into())
             }
         }
     }
@@ -203,27 +184,37 @@ impl Disruption {
         &self,
         pdb: &PodDisruptionBudget,
         message: &str,
-    ) -> Result<(), ControllerError> {
+    ) -> Result<(), DisruptionError> {
         let Some(status) = fail_safe_status(pdb, message, &self.now()) else {
             return Ok(());
         };
+        self.write_status(pdb, status)
+            .await
+            .map_err(DisruptionError::FailSafe)
+    }
+
+    /// Replaces the PDB's status, remembering the write until the watch delivers it.
+    async fn write_status(
+        &self,
+        pdb: &PodDisruptionBudget,
+        status: PodDisruptionBudgetStatus,
+    ) -> kube::Result<()> {
         let mut desired = pdb.clone();
         desired.status = Some(status);
         let api: Api<PodDisruptionBudget> = Api::namespaced(
             self.ctx.client.clone(),
             &pdb.namespace().unwrap_or_default(),
         );
-        let written = self
-            .writer
-            .replace_status(&api, pdb, &desired)
-            .await
-            .map_err(|e| ControllerError::Failed(e.to_string()))?;
+        let written = self.writer.replace_status(&api, pdb, &desired).await?;
         self.written.mutated(written, Instant::now());
         Ok(())
     }
 
     /// `trySync`: returns how long until the PDB must be looked at again, if ever.
-    async fn try_sync(&self, pdb: &PodDisruptionBudget) -> Result<Option<Duration>, SyncError> {
+    async fn try_sync(
+        &self,
+        pdb: &PodDisruptionBudget,
+    ) -> Result<Option<Duration>, DisruptionError> {
         let spec = pdb.spec.clone().unwrap_or_default();
         let pdb_ref = pdb.object_ref(&());
         let selector = match selector::from_label_selector(spec.selector.as_ref()) {
@@ -235,7 +226,7 @@ impl Disruption {
                     "NoPods",
                     format!("Failed to get pods: {err}"),
                 );
-                return Err(SyncError::Failed(err));
+                return Err(err.into());
             }
         };
         let pods: Vec<_> = self
@@ -273,7 +264,7 @@ impl Disruption {
                         "CalculateExpectedPodCountFailed",
                         format!("Failed to calculate the number of expected pods: {err}"),
                     );
-                    return Err(SyncError::Failed(err));
+                    return Err(err.into());
                 }
             }
         } else {
@@ -288,7 +279,7 @@ impl Disruption {
                     "CalculateExpectedPodCountFailed",
                     format!("Failed to calculate the number of expected pods: {err}"),
                 );
-                SyncError::Failed(err)
+                err
             })?;
         let now = self.now();
         let disrupted = disrupted_pods(&pod_refs, pdb.status.as_ref(), &now);
@@ -312,15 +303,9 @@ impl Disruption {
             &disrupted.map,
             &now,
         ) {
-            let mut desired = pdb.clone();
-            desired.status = Some(status);
-            let api: Api<PodDisruptionBudget> = Api::namespaced(self.ctx.client.clone(), &pdb_ns);
-            let written = self
-                .writer
-                .replace_status(&api, pdb, &desired)
+            self.write_status(pdb, status)
                 .await
-                .map_err(api_error)?;
-            self.written.mutated(written, Instant::now());
+                .map_err(DisruptionError::WriteStatus)?;
         }
         Ok(disrupted.recheck_at.map(|at| {
             let wait = at.0.duration_since(now.0);
@@ -331,7 +316,7 @@ impl Disruption {
     /// The pods of a namespace: from the shared store, or — beyond upstream — from the API
     /// server while the store's list/watch is failing, since a store that is behind could
     /// count pods as healthy that are not any more, and allow too many disruptions.
-    async fn pods_of(&self, namespace: &str) -> Result<Vec<Arc<Pod>>, SyncError> {
+    async fn pods_of(&self, namespace: &str) -> Result<Vec<Arc<Pod>>, DisruptionError> {
         if !self.pods.is_failing() {
             return Ok(self.pods.in_namespace(namespace));
         }
@@ -339,12 +324,12 @@ impl Disruption {
         let list = api
             .list(&kube::api::ListParams::default())
             .await
-            .map_err(|e| SyncError::Failed(format!("Failed to get pods: {}", error_text(&e))))?;
+            .map_err(DisruptionError::ListPods)?;
         Ok(list.items.into_iter().map(Arc::new).collect())
     }
 
     /// Resets a DisruptionTarget condition that nobody acted on within two minutes.
-    async fn clear_stale_condition(&self, pod_key: String) -> Result<(), ControllerError> {
+    async fn clear_stale_condition(&self, pod_key: String) -> Result<(), DisruptionError> {
         let (ns, name) = split_key(&pod_key);
         let Some(pod) = self.pods.store().get(ns, name) else {
             return Ok(());
@@ -358,10 +343,9 @@ impl Disruption {
             }
             Some(_) => {}
         }
-        let failed = |e: String| {
-            ControllerError::Failed(format!(
-                "error syncing Pod {pod_key} to clear DisruptionTarget condition, requeueing: {e}"
-            ))
+        let failed = |source| DisruptionError::ClearCondition {
+            pod: pod_key.clone(),
+            source,
         };
         // The store holds a view, and the update writes the whole status: the full pod is
         // read first, by listing its one name (the pods RBAC allows list, not get, as
@@ -371,10 +355,7 @@ impl Disruption {
             &pod.namespace().unwrap_or_default(),
         );
         let by_name = ListParams::default().fields(&format!("metadata.name={}", pod.name_any()));
-        let listed = api
-            .list(&by_name)
-            .await
-            .map_err(|e| failed(error_text(&e)))?;
+        let listed = api.list(&by_name).await.map_err(failed)?;
         let Some(live) = listed.items.into_iter().next() else {
             return Ok(());
         };
@@ -387,7 +368,7 @@ impl Disruption {
             .replace_status(&api, &live, &desired)
             .await
             .map(|_| ())
-            .map_err(|e| failed(e.to_string()))
+            .map_err(failed)
     }
 
     /// Beyond upstream: a workload's replica count changed, so the PDBs of its namespace are

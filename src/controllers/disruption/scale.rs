@@ -7,13 +7,16 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::ReplicationController;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIResourceList, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::{Client, Resource, ResourceExt};
 
 use crate::runtime::golang::go_quote;
 use crate::runtime::informer::Store;
+use crate::runtime::lock::lock;
+use crate::runtime::stored::controller_of;
 use crate::runtime::view::{OwnerRef, Pod};
+use crate::runtime::writer::is_not_found;
 
 /// Groups upstream's finders accept for each built-in kind.
 const APPS_GROUPS: &[&str] = &["apps", "extensions"];
@@ -22,13 +25,31 @@ fn group_of(api_version: &str) -> (&str, &str) {
     api_version.split_once('/').unwrap_or(("", api_version))
 }
 
-/// `metav1.GetControllerOf` for a workload (a pod's is [`Pod::controller`]).
-fn controller_of<K: Resource>(obj: &K) -> Option<&OwnerReference> {
-    obj.meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
+/// Why the pods' controllers' scale cannot be found, in upstream's words (the text goes into
+/// an event and the fail-safe condition).
+#[derive(Debug, thiserror::Error)]
+pub enum ScaleError {
+    #[error("found no controllers for pod {}", go_quote(.pod))]
+    NoController { pod: String },
+    #[error("no matches for kind {} in group {}", go_quote(.kind), go_quote(.group))]
+    KindNotInGroup { kind: String, group: String },
+    #[error("no matches for kind {} in version {}", go_quote(.kind), go_quote(.api_version))]
+    KindNotInVersion { kind: String, api_version: String },
+    #[error("{resource} does not implement the scale subresource")]
+    NoScaleSubresource { resource: String },
+    /// Reading a `/scale` failed: the API server's message, or the request's error after the
+    /// group kind.
+    #[error("{}", match .source {
+        kube::Error::Api(status) => status.message.clone(),
+        other => format!("{group_kind}: {other}"),
+    })]
+    GetScale {
+        group_kind: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{0}")]
+    Discovery(#[source] kube::Error),
 }
 
 #[derive(Clone)]
@@ -65,7 +86,7 @@ impl ScaleFinder {
 
     /// The summed scale of the pods' distinct controllers, and the names of pods that have no
     /// controller. An error when a controller cannot be resolved.
-    pub async fn expected_scale(&self, pods: &[&Pod]) -> Result<(i32, Vec<String>), String> {
+    pub async fn expected_scale(&self, pods: &[&Pod]) -> Result<(i32, Vec<String>), ScaleError> {
         let mut scales: HashMap<String, i32> = HashMap::new();
         let mut unmanaged = Vec::new();
         for pod in pods {
@@ -82,10 +103,9 @@ impl ScaleFinder {
                 None => self.find_by_scale_subresource(owner, &ns).await?,
             };
             let Some((uid, scale)) = found else {
-                return Err(format!(
-                    "found no controllers for pod {}",
-                    go_quote(&pod.name_any())
-                ));
+                return Err(ScaleError::NoController {
+                    pod: pod.name_any(),
+                });
             };
             scales.insert(uid, scale);
         }
@@ -113,7 +133,7 @@ impl ScaleFinder {
                 if rs.uid()? != owner.uid {
                     return None;
                 }
-                match controller_of(rs.as_ref()) {
+                match controller_of(rs.meta()) {
                     Some(dep_ref) if dep_ref.kind == "Deployment" => {
                         if !APPS_GROUPS.contains(&group_of(&dep_ref.api_version).0) {
                             return None;
@@ -135,7 +155,11 @@ impl ScaleFinder {
     }
 
     /// Any other controller: its `/scale` subresource, the resource found by discovery.
-    async fn find_by_scale_subresource(&self, owner: &OwnerRef, ns: &str) -> Result<Found, String> {
+    async fn find_by_scale_subresource(
+        &self,
+        owner: &OwnerRef,
+        ns: &str,
+    ) -> Result<Found, ScaleError> {
         let (group, version) = group_of(&owner.api_version);
         let group_kind = if group.is_empty() {
             owner.kind.clone()
@@ -149,11 +173,10 @@ impl ScaleFinder {
             .find(|r| r.kind == owner.kind && !r.name.contains('/'))
             .map(|r| r.name.clone())
         else {
-            return Err(format!(
-                "no matches for kind {} in group {}",
-                go_quote(&owner.kind),
-                go_quote(group)
-            ));
+            return Err(ScaleError::KindNotInGroup {
+                kind: owner.kind.clone(),
+                group: group.to_string(),
+            });
         };
         let has_scale = resources
             .resources
@@ -173,7 +196,7 @@ impl ScaleFinder {
                 scale.spec.and_then(|s| s.replicas).unwrap_or(0),
             ))),
             Ok(_) => Ok(None),
-            Err(kube::Error::Api(status)) if status.code == 404 => {
+            Err(err) if is_not_found(&err) => {
                 let resource_name = if group.is_empty() {
                     plural
                 } else {
@@ -182,25 +205,23 @@ impl ScaleFinder {
                 if has_scale {
                     Ok(None)
                 } else {
-                    Err(format!(
-                        "{resource_name} does not implement the scale subresource"
-                    ))
+                    Err(ScaleError::NoScaleSubresource {
+                        resource: resource_name,
+                    })
                 }
             }
-            Err(kube::Error::Api(status)) => Err(status.message),
-            Err(err) => Err(format!("{group_kind}: {err}")),
+            Err(source) => Err(ScaleError::GetScale { group_kind, source }),
         }
     }
 
     /// The discovery document of `api_version`, fetched again when `kind` is not in the cached
     /// one (a type installed since), as upstream's REST mapper does on a miss.
-    async fn resources(&self, api_version: &str, kind: &str) -> Result<APIResourceList, String> {
-        let cached = self
-            .discovery
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(api_version)
-            .cloned();
+    async fn resources(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<APIResourceList, ScaleError> {
+        let cached = lock(&self.discovery).get(api_version).cloned();
         if let Some(list) = cached.filter(|l| l.resources.iter().any(|r| r.kind == kind)) {
             return Ok(list);
         }
@@ -211,19 +232,13 @@ impl ScaleFinder {
             self.client.list_api_group_resources(api_version).await
         };
         let list = fetched.map_err(|err| match err {
-            kube::Error::Api(status) if status.code == 404 => {
-                format!(
-                    "no matches for kind {} in version {}",
-                    go_quote(kind),
-                    go_quote(api_version)
-                )
-            }
-            other => other.to_string(),
+            err if is_not_found(&err) => ScaleError::KindNotInVersion {
+                kind: kind.to_string(),
+                api_version: api_version.to_string(),
+            },
+            other => ScaleError::Discovery(other),
         })?;
-        self.discovery
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(api_version.to_string(), list.clone());
+        lock(&self.discovery).insert(api_version.to_string(), list.clone());
         Ok(list)
     }
 }

@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
+use crate::runtime::stored::key_of;
 use crate::runtime::view::Pod;
 
 /// Set on claims generated from a template; the value is the pod's `spec.resourceClaims[].name`.
@@ -54,8 +55,21 @@ pub enum ResolveError {
     Unsupported { pod: String, claim: String },
 }
 
-fn pod_key(pod: &Pod) -> String {
-    format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
+/// `resourceclaim.IsForPod`'s error: the claim is not the pod's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("ResourceClaim {claim} was not created for pod {pod} (pod is not owner)")]
+pub struct NotForPod {
+    claim: String,
+    pod: String,
+}
+
+/// Why a claim must not be created from its template: it needs a disabled feature.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    #[error("admin access is requested, but the feature is disabled")]
+    AdminAccessDisabled,
+    #[error("template includes a prioritized list of subrequests, but the feature is disabled")]
+    PrioritizedListDisabled,
 }
 
 /// The pod's claim entries (`spec.resourceClaims`).
@@ -81,7 +95,7 @@ pub fn resolve<'a>(
     }
     if pod_claim.resource_claim_template_name.is_none() {
         return Err(ResolveError::Unsupported {
-            pod: pod_key(pod),
+            pod: key_of(pod),
             claim: pod_claim.name.clone(),
         });
     }
@@ -98,7 +112,7 @@ pub fn resolve<'a>(
             },
             None => Resolved::NotNeeded,
         }),
-        None => Err(ResolveError::NotCreatedYet { pod: pod_key(pod) }),
+        None => Err(ResolveError::NotCreatedYet { pod: key_of(pod) }),
     }
 }
 
@@ -169,7 +183,7 @@ pub fn claims_to_release(pod: &Pod) -> Vec<&str> {
 }
 
 /// `resourceclaim.IsForPod`: the claim is in the pod's namespace and controlled by the pod.
-pub fn is_for_pod(pod: &Pod, claim: &ResourceClaim) -> Result<(), String> {
+pub fn is_for_pod(pod: &Pod, claim: &ResourceClaim) -> Result<(), NotForPod> {
     let controlled = claim
         .owner_references()
         .iter()
@@ -177,12 +191,14 @@ pub fn is_for_pod(pod: &Pod, claim: &ResourceClaim) -> Result<(), String> {
     if claim.namespace() == pod.namespace() && controlled {
         return Ok(());
     }
-    Err(format!(
-        "ResourceClaim {}/{} was not created for pod {} (pod is not owner)",
-        claim.namespace().unwrap_or_default(),
-        claim.name_any(),
-        pod_key(pod)
-    ))
+    Err(NotForPod {
+        claim: format!(
+            "{}/{}",
+            claim.namespace().unwrap_or_default(),
+            claim.name_any()
+        ),
+        pod: key_of(pod),
+    })
 }
 
 /// The claim's `status.reservedFor`.
@@ -259,7 +275,9 @@ pub fn foreign_claims<C: AsRef<ResourceClaim>>(
             Ok(Resolved::Claim {
                 name,
                 check_owner: true,
-            }) => claim(name).and_then(|c| is_for_pod(pod, c.as_ref()).err()),
+            }) => {
+                claim(name).and_then(|c| is_for_pod(pod, c.as_ref()).err().map(|e| e.to_string()))
+            }
             _ => None,
         })
         .collect()
@@ -331,16 +349,13 @@ pub fn claim_from_template(
     pod_claim: &PodResourceClaim,
     template: &ResourceClaimTemplate,
     features: Features,
-) -> Result<ResourceClaim, String> {
+) -> Result<ResourceClaim, TemplateError> {
     let spec = template_spec(template);
     if !features.admin_access && needs_admin_access(spec) {
-        return Err("admin access is requested, but the feature is disabled".into());
+        return Err(TemplateError::AdminAccessDisabled);
     }
     if !features.prioritized_list && has_prioritized_list(spec) {
-        return Err(
-            "template includes a prioritized list of subrequests, but the feature is disabled"
-                .into(),
-        );
+        return Err(TemplateError::PrioritizedListDisabled);
     }
     let meta = template_meta(template);
     let mut annotations: BTreeMap<String, String> =

@@ -375,7 +375,7 @@ fn sync_pod_plan(
             return plan;
         };
         if check_owner && let Err(err) = is_for_pod(&pod, claim) {
-            plan.errors.push(err);
+            plan.errors.push(err.to_string());
             return plan;
         }
         if needs_reservation(&pod, claim) && reserved_for(claim).len() < RESERVED_FOR_MAX {
@@ -446,7 +446,8 @@ fn handle_claim(
             "resource claim template {template_name:?}: resourceclaimtemplate.resource.k8s.io {template_name:?} not found"
         ));
     };
-    let mut claim = claim_from_template(pod, pod_claim, template, features)?;
+    let mut claim =
+        claim_from_template(pod, pod_claim, template, features).map_err(|e| e.to_string())?;
     // What the API server does with generateName (upstream's fake client: `-<counter>`).
     let name = format!(
         "{}-{}",
@@ -701,7 +702,9 @@ fn feature_checks_admin_access_first() {
     let pod = pod_with_resource();
     let pc = &pod_claims(&pod)[0];
     assert_eq!(
-        claim_from_template(&pod, pc, &template, NO_FEATURES).unwrap_err(),
+        claim_from_template(&pod, pc, &template, NO_FEATURES)
+            .unwrap_err()
+            .to_string(),
         "admin access is requested, but the feature is disabled"
     );
     let only_admin = Features {
@@ -709,7 +712,9 @@ fn feature_checks_admin_access_first() {
         prioritized_list: false,
     };
     assert_eq!(
-        claim_from_template(&pod, pc, &template, only_admin).unwrap_err(),
+        claim_from_template(&pod, pc, &template, only_admin)
+            .unwrap_err()
+            .to_string(),
         "template includes a prioritized list of subrequests, but the feature is disabled"
     );
     assert!(claim_from_template(&pod, pc, &template, ALL_FEATURES).is_ok());
@@ -888,7 +893,7 @@ fn sync_pod_recorded_claim_with_wrong_owner_is_replaced() {
     let pod = recorded(&pod_with_resource(), DETERMINISTIC);
     let foreign = make_claim(DETERMINISTIC, NS, Some(pod_owner(OTHER_POD, OTHER_POD_UID)));
     assert_eq!(
-        is_for_pod(&pod, &foreign).unwrap_err(),
+        is_for_pod(&pod, &foreign).unwrap_err().to_string(),
         "ResourceClaim my-namespace/test-pod-acme-resource was not created for pod my-namespace/test-pod (pod is not owner)"
     );
     let plan = sync_pod_plan(&pod, &[foreign], &[], &[template()], NO_FEATURES);
@@ -1335,28 +1340,37 @@ fn is_for_pod_checks_namespace_and_controller() {
     let not_owner = "ResourceClaim my-namespace/test-pod-acme-resource was not created for pod my-namespace/test-pod (pod is not owner)";
     // Not owned at all.
     assert_eq!(
-        is_for_pod(&pod, &make_claim(DETERMINISTIC, NS, None)).unwrap_err(),
+        is_for_pod(&pod, &make_claim(DETERMINISTIC, NS, None))
+            .unwrap_err()
+            .to_string(),
         not_owner
     );
     // Owned, but not as controller.
     let mut owner = pod_owner(POD, POD_UID);
     owner["controller"] = json!(false);
     assert_eq!(
-        is_for_pod(&pod, &make_claim(DETERMINISTIC, NS, Some(owner.clone()))).unwrap_err(),
+        is_for_pod(&pod, &make_claim(DETERMINISTIC, NS, Some(owner.clone())))
+            .unwrap_err()
+            .to_string(),
         not_owner
     );
     owner.as_object_mut().unwrap().remove("controller");
     assert_eq!(
-        is_for_pod(&pod, &make_claim(DETERMINISTIC, NS, Some(owner))).unwrap_err(),
+        is_for_pod(&pod, &make_claim(DETERMINISTIC, NS, Some(owner)))
+            .unwrap_err()
+            .to_string(),
         not_owner
     );
     // Controlled by another pod.
     let foreign = make_claim(DETERMINISTIC, NS, Some(pod_owner(OTHER_POD, OTHER_POD_UID)));
-    assert_eq!(is_for_pod(&pod, &foreign).unwrap_err(), not_owner);
+    assert_eq!(
+        is_for_pod(&pod, &foreign).unwrap_err().to_string(),
+        not_owner
+    );
     // Right owner, other namespace.
     let elsewhere = make_claim(DETERMINISTIC, OTHER_NS, Some(pod_owner(POD, POD_UID)));
     assert_eq!(
-        is_for_pod(&pod, &elsewhere).unwrap_err(),
+        is_for_pod(&pod, &elsewhere).unwrap_err().to_string(),
         "ResourceClaim not-my-namespace/test-pod-acme-resource was not created for pod my-namespace/test-pod (pod is not owner)"
     );
 }

@@ -20,6 +20,7 @@
 //! this controller stays off rather than create per-pod claims where upstream would not.
 
 pub mod claims;
+mod error;
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
@@ -44,20 +45,21 @@ use self::claims::{
     release, reserved_for, reserved_for_pod, resolve, resolved_names, statuses_to_record,
     template_names, uses_claims,
 };
+pub use self::error::ClaimError;
 use super::{Context, ControllerError, Descriptor};
 use crate::cli::{Controller, FeatureGate};
 use crate::runtime::badinput::BadInput;
 use crate::runtime::events::EventRecorder;
-use crate::runtime::golang::go_quote;
 use crate::runtime::index::Index;
 use crate::runtime::informer::{Change, Informer, Store};
+use crate::runtime::lock::lock;
 use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector::is_dns1123_subdomain;
 use crate::runtime::stored::{key_of, split_key};
 use crate::runtime::view::Pod;
-use crate::runtime::writer::{ApiWriter, error_text};
+use crate::runtime::writer::{ApiWriter, Part, is_not_found};
 
 const CONTROLLER: &str = "resourceclaim-controller";
 /// Upstream's event source for this controller.
@@ -171,10 +173,7 @@ impl ResourceClaims {
     }
 
     fn deleted_pod(&self, uid: &str) -> bool {
-        self.deleted_pods
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(uid)
+        lock(&self.deleted_pods).contains(uid)
     }
 
     /// `enqueuePod`: the claims of a pod that no longer needs them, and the pod itself when
@@ -185,10 +184,7 @@ impl ResourceClaims {
         }
         let namespace = pod.namespace().unwrap_or_default();
         if deleted && let Some(uid) = pod.metadata.uid.clone() {
-            self.deleted_pods
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .put(uid, ());
+            lock(&self.deleted_pods).put(uid, ());
         }
         if !pod_needs_claims(pod, deleted) {
             for name in claims_to_release(pod) {
@@ -281,23 +277,18 @@ impl ResourceClaims {
             Key::Pod(pod) => self.sync_pod(pod).await,
             Key::Claim(claim) => self.sync_claim(claim).await,
         }
-        .map_err(ControllerError::Failed)
+        .map_err(ControllerError::from)
     }
 
     /// Events never block or fail a sync.
     fn warn(&self, pod: &Pod, reason: &'static str, note: String) {
-        let recorder = self.recorder.clone();
-        let regarding = pod.object_ref(&());
-        tokio::spawn(async move {
-            recorder
-                .publish(&regarding, true, reason, note, "Sync")
-                .await
-        });
+        self.recorder
+            .spawn(pod.object_ref(&()), true, reason, note, "Sync");
     }
 
     /// `syncPod`: every claim of the pod exists and is recorded in its status; a pod already
     /// on a node is reserved on its allocated claims.
-    async fn sync_pod(&self, key: &str) -> Result<(), String> {
+    async fn sync_pod(&self, key: &str) -> Result<(), ClaimError> {
         let (namespace, name) = split_key(key);
         let Some(pod) = self.pod(namespace, name) else {
             return Ok(());
@@ -317,10 +308,11 @@ impl ResourceClaims {
                         "FailedResourceClaimCreation",
                         format!("PodResourceClaim {}: {err}", pod_claim.name),
                     );
-                    errors.push(format!(
-                        "pod {key}, PodResourceClaim {}: {err}",
-                        pod_claim.name
-                    ));
+                    errors.push(ClaimError::PodClaim {
+                        pod: key.to_string(),
+                        pod_claim: pod_claim.name.clone(),
+                        source: Box::new(err),
+                    });
                 }
             }
         }
@@ -332,7 +324,7 @@ impl ResourceClaims {
             }
         }
         if !errors.is_empty() {
-            return Err(errors.join("; "));
+            return Err(ClaimError::Several(errors));
         }
         self.reserve(&pod).await
     }
@@ -343,7 +335,7 @@ impl ResourceClaims {
         &self,
         pod: &Pod,
         pod_claim: &PodResourceClaim,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, ClaimError> {
         let namespace = pod.namespace().unwrap_or_default();
         if pod_claim.resource_claim_name.is_some()
             && pod_claim.resource_claim_template_name.is_some()
@@ -360,14 +352,14 @@ impl ResourceClaims {
         }
         match resolve(pod, pod_claim) {
             Err(ResolveError::NotCreatedYet { .. }) => {}
-            Err(err) => return Err(err.to_string()),
+            Err(err) => return Err(err.into()),
             Ok(Resolved::NotNeeded) => return Ok(None),
             Ok(Resolved::Claim { name, check_owner }) => {
                 if let Some(claim) = self.claim(&namespace, name) {
                     match is_for_pod(pod, &claim) {
                         Err(err) if check_owner => tracing::warn!(
                             pod = key_of(pod),
-                            error = err,
+                            error = %err,
                             "claim recorded for the pod is not owned by it; creating a new one"
                         ),
                         _ => return Ok(None),
@@ -385,12 +377,7 @@ impl ResourceClaims {
             .templates
             .store()
             .get(&namespace, template_name)
-            .ok_or_else(|| {
-                let quoted = go_quote(template_name);
-                format!(
-                    "resource claim template {quoted}: resourceclaimtemplate.resource.k8s.io {quoted} not found"
-                )
-            })?;
+            .ok_or_else(|| ClaimError::TemplateNotFound(template_name.to_string()))?;
         let claim = claim_from_template(pod, pod_claim, &template, self.features)?;
         let admin_access = if needs_admin_access(claim.spec.as_ref()) {
             "true"
@@ -412,34 +399,34 @@ impl ResourceClaims {
                 self.creates
                     .with_label_values(&["failure", admin_access])
                     .inc();
-                // Upstream prints the name, still empty before the create: kept verbatim.
-                Err(format!("create ResourceClaim : {}", error_text(&err)))
+                Err(ClaimError::Create(err))
             }
         }
     }
 
     /// Server-side apply of `status.resourceClaimStatuses`: the new entries, plus the ones
     /// already recorded for the pod's other template claims, so the apply removes none.
-    async fn record_claims(&self, pod: &Pod, new: Vec<(String, String)>) -> Result<Pod, String> {
+    async fn record_claims(
+        &self,
+        pod: &Pod,
+        new: Vec<(String, String)>,
+    ) -> Result<Pod, ClaimError> {
         let entries = statuses_to_record(pod, &new);
         let namespace = pod.namespace().unwrap_or_default();
         let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let body = claim_statuses_apply(pod, &entries);
         self.writer
-            .patch_status(&api, pod, &params, &Patch::Apply(&body))
+            .patch(&api, pod, &params, &Patch::Apply(&body), Part::Status)
             .await
-            .map_err(|err| {
-                format!(
-                    "update pod {} ResourceClaimStatuses: {}",
-                    key_of(pod),
-                    error_text(&err)
-                )
+            .map_err(|source| ClaimError::RecordStatuses {
+                pod: key_of(pod),
+                source,
             })
     }
 
     /// For a pod bound to a node without the scheduler: reserve its allocated claims.
-    async fn reserve(&self, pod: &Pod) -> Result<(), String> {
+    async fn reserve(&self, pod: &Pod) -> Result<(), ClaimError> {
         if pod
             .spec
             .as_ref()
@@ -454,7 +441,7 @@ impl ResourceClaims {
             let (name, check_owner) = match resolve(pod, pod_claim) {
                 // Only under --shadow, where nothing was created or recorded.
                 Err(ResolveError::NotCreatedYet { .. }) => continue,
-                Err(err) => return Err(err.to_string()),
+                Err(err) => return Err(err.into()),
                 Ok(Resolved::NotNeeded) => continue,
                 Ok(Resolved::Claim { name, check_owner }) => (name, check_owner),
             };
@@ -488,11 +475,9 @@ impl ResourceClaims {
                 .writer
                 .replace_status(&api, &claim, &reserved_for_pod(&claim, pod))
                 .await
-                .map_err(|err| {
-                    format!(
-                        "reserve claim {namespace}/{name} for pod: {}",
-                        error_text(&err)
-                    )
+                .map_err(|source| ClaimError::Reserve {
+                    claim: format!("{namespace}/{name}"),
+                    source,
                 })?;
             self.mutations.mutated(updated, Instant::now());
         }
@@ -505,7 +490,7 @@ impl ResourceClaims {
         &self,
         namespace: &str,
         entry: &k8s_openapi::api::resource::v1::ResourceClaimConsumerReference,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, ClaimError> {
         if self.deleted_pod(&entry.uid) {
             return Ok(false);
         }
@@ -517,13 +502,16 @@ impl ResourceClaims {
         let live = api
             .get_opt(&entry.name)
             .await
-            .map_err(|err| format!("get pod {namespace}/{}: {}", entry.name, error_text(&err)))?;
+            .map_err(|source| ClaimError::GetPod {
+                pod: format!("{namespace}/{}", entry.name),
+                source,
+            })?;
         Ok(keep_pod_reservation(entry, live.as_ref()))
     }
 
     /// `syncClaim`: stale reservations dropped, the claim deallocated and its finalizer
     /// removed when it fell out of use, and a generated claim deleted when its pod is done.
-    async fn sync_claim(&self, key: &str) -> Result<(), String> {
+    async fn sync_claim(&self, key: &str) -> Result<(), ClaimError> {
         let (namespace, name) = split_key(key);
         let Some(mut claim) = self.claim(namespace, name) else {
             return Ok(());
@@ -597,12 +585,12 @@ impl ResourceClaims {
             };
             match self.writer.delete(&api, &claim, &params).await {
                 Ok(()) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(err) => {
-                    return Err(format!(
-                        "delete unused generated claim {key}: {}",
-                        error_text(&err)
-                    ));
+                Err(err) if is_not_found(&err) => {}
+                Err(source) => {
+                    return Err(ClaimError::Delete {
+                        claim: key.to_string(),
+                        source,
+                    });
                 }
             }
             self.mutations.deleted(&claim, Instant::now());
@@ -631,17 +619,14 @@ impl ResourceClaims {
         api: &Api<ResourceClaim>,
         live: &ResourceClaim,
         desired: &ResourceClaim,
-    ) -> Result<Arc<ResourceClaim>, String> {
+    ) -> Result<Arc<ResourceClaim>, ClaimError> {
         let updated = self
             .writer
             .replace_status(api, live, desired)
             .await
-            .map_err(|err| {
-                format!(
-                    "update ResourceClaim {}: {}",
-                    key_of(live),
-                    error_text(&err)
-                )
+            .map_err(|source| ClaimError::WriteStatus {
+                claim: key_of(live),
+                source,
             })?;
         self.mutations.mutated(updated.clone(), Instant::now());
         Ok(Arc::new(updated))
@@ -654,7 +639,7 @@ impl ResourceClaims {
         &self,
         api: &Api<ResourceClaim>,
         claim: Arc<ResourceClaim>,
-    ) -> Result<Arc<ResourceClaim>, String> {
+    ) -> Result<Arc<ResourceClaim>, ClaimError> {
         let Some(desired) = finalizer_removed(&claim) else {
             return Ok(claim);
         };
@@ -666,14 +651,17 @@ impl ResourceClaims {
         });
         let updated = self
             .writer
-            .patch(api, &claim, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                api,
+                &claim,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+                Part::Whole,
+            )
             .await
-            .map_err(|err| {
-                format!(
-                    "remove finalizer of ResourceClaim {}: {}",
-                    key_of(claim.as_ref()),
-                    error_text(&err)
-                )
+            .map_err(|source| ClaimError::RemoveFinalizer {
+                claim: key_of(claim.as_ref()),
+                source,
             })?;
         self.mutations.mutated(updated.clone(), Instant::now());
         Ok(Arc::new(updated))
@@ -722,10 +710,6 @@ impl Collector for ClaimGauge {
     }
 }
 
-fn metric_error(err: prometheus::Error) -> ControllerError {
-    ControllerError::Failed(format!("registering metrics: {err}"))
-}
-
 impl ResourceClaims {
     /// The controller over the shared stores, its metrics registered.
     fn new(ctx: &Context, queue: &WorkQueue<Key>) -> Result<Self, ControllerError> {
@@ -735,11 +719,8 @@ impl ResourceClaims {
                 "Number of ResourceClaims creation requests, by status and admin_access.",
             ),
             &["status", "admin_access"],
-        )
-        .map_err(metric_error)?;
-        ctx.metrics
-            .register(Box::new(creates.clone()))
-            .map_err(metric_error)?;
+        )?;
+        ctx.metrics.register(Box::new(creates.clone()))?;
         let (informers, gates) = (&ctx.informers, &ctx.settings.feature_gates);
         let controller = ResourceClaims {
             pods: informers.get::<Pod>(),
@@ -761,11 +742,9 @@ impl ResourceClaims {
             queue: queue.clone(),
             ctx: ctx.clone(),
         };
-        ctx.metrics
-            .register(Box::new(
-                ClaimGauge::new(controller.claims.store().clone()).map_err(metric_error)?,
-            ))
-            .map_err(metric_error)?;
+        ctx.metrics.register(Box::new(ClaimGauge::new(
+            controller.claims.store().clone(),
+        )?))?;
         Ok(controller)
     }
 }

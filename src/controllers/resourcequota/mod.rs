@@ -10,6 +10,7 @@
 //! objects; the periodic resync recomputes in full and counts any drift.
 
 pub mod discovery;
+mod error;
 pub mod evaluator;
 mod names;
 pub mod scope;
@@ -20,7 +21,7 @@ pub mod totals;
 pub mod usage;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -31,6 +32,7 @@ use kube::{Client, ResourceExt};
 use tokio::sync::{Notify, mpsc};
 
 use self::discovery::{Quotable, quotable, referenced_counts};
+pub use self::error::{QuotaError, UsageError};
 use self::evaluator::object_count::ObjectCount;
 use self::evaluator::{REGISTRY, Registered, Replenish, Snapshot};
 use self::scope::{QuotaScope, parse_scope};
@@ -41,6 +43,7 @@ use crate::cli::Controller;
 use crate::runtime::badinput::BadInput;
 use crate::runtime::counter::{CountChange, ObjectCounter};
 use crate::runtime::informer::{Change, Informer};
+use crate::runtime::lock::lock;
 use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
 use crate::runtime::quantity::Quantity;
 use crate::runtime::queue::WorkQueue;
@@ -126,10 +129,6 @@ struct Quota {
     priority: WorkQueue<String>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Quota {
     fn snapshot(&self) -> Snapshot<'_> {
         Snapshot::new(Time((self.ctx.clock)()), &self.ctx.informers)
@@ -144,7 +143,7 @@ impl Quota {
 
     /// `CalculateUsage`: every evaluator's usage for the names it tracks; a failing evaluator's
     /// names drop out (they keep their previous values) and its error is returned.
-    fn calculate(&self, quota: &ResourceQuota) -> (ResourceList, Vec<String>) {
+    fn calculate(&self, quota: &ResourceQuota) -> (ResourceList, Vec<QuotaError>) {
         let ns = quota.namespace().unwrap_or_default();
         let spec = quota.spec.clone().unwrap_or_default();
         let scope = quota_scope(quota);
@@ -190,7 +189,7 @@ impl Quota {
                     total = sum.list;
                 }
                 Err(err) => {
-                    errors.push(err);
+                    errors.push(err.into());
                     remaining.retain(|n| !names.contains(n));
                 }
             }
@@ -215,13 +214,13 @@ impl Quota {
             let api: Api<ResourceQuota> = Api::namespaced(self.ctx.client.clone(), ns);
             match self.writer.replace_status(&api, &quota, &desired).await {
                 Ok(written) => self.written.mutated(written, Instant::now()),
-                Err(err) => errors.push(err.to_string()),
+                Err(err) => errors.push(QuotaError::WriteStatus(err)),
             }
         }
         if errors.is_empty() {
             Ok(())
         } else {
-            Err(ControllerError::Failed(errors.join("; ")))
+            Err(QuotaError::Several(errors).into())
         }
     }
 

@@ -1,67 +1,13 @@
-//! Resource-name rules the evaluators share: `k8s.io/apimachinery/pkg/util/validation` and
-//! the native/extended resource name helpers.
+//! Resource-name rules the evaluators share: the native/extended resource name helpers (name
+//! validation itself is [`crate::runtime::selector`]'s).
+
+use crate::runtime::selector::is_qualified_name;
 
 pub(super) const REQUESTS_PREFIX: &str = "requests.";
 const DEFAULT_NAMESPACE_PREFIX: &str = "kubernetes.io/";
 pub(super) const DEVICE_CLASS_PREFIX: &str = "deviceclass.resource.kubernetes.io/";
 pub(super) const REQUESTS_DEVICE_CLASS_PREFIX: &str =
     "requests.deviceclass.resource.kubernetes.io/";
-
-fn is_alnum(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
-}
-
-/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, the name part of a qualified name and
-/// the body of a label value.
-fn is_qualified_name_part(s: &str) -> bool {
-    let bytes = s.as_bytes();
-    match (bytes.first(), bytes.last()) {
-        (Some(&first), Some(&last)) => {
-            is_alnum(first)
-                && is_alnum(last)
-                && bytes
-                    .iter()
-                    .all(|&b| is_alnum(b) || b == b'-' || b == b'_' || b == b'.')
-        }
-        _ => false,
-    }
-}
-
-fn is_dns1123_label(s: &str) -> bool {
-    let bytes = s.as_bytes();
-    let lower_alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    match (bytes.first(), bytes.last()) {
-        (Some(&first), Some(&last)) => {
-            lower_alnum(first)
-                && lower_alnum(last)
-                && bytes.iter().all(|&b| lower_alnum(b) || b == b'-')
-        }
-        _ => false,
-    }
-}
-
-fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns1123_label)
-}
-
-/// `validation.IsQualifiedName`.
-pub(super) fn is_qualified_name(value: &str) -> bool {
-    let mut parts = value.split('/');
-    let (prefix, name) = match (parts.next(), parts.next(), parts.next()) {
-        (Some(name), None, None) => (None, name),
-        (Some(prefix), Some(name), None) => (Some(prefix), name),
-        _ => return false,
-    };
-    if prefix.is_some_and(|p| p.is_empty() || !is_dns1123_subdomain(p)) {
-        return false;
-    }
-    name.len() <= 63 && is_qualified_name_part(name)
-}
-
-/// `validation.IsValidLabelValue`: empty, or up to 63 characters of the name pattern.
-pub(super) fn is_valid_label_value(value: &str) -> bool {
-    value.is_empty() || (value.len() <= 63 && is_qualified_name_part(value))
-}
 
 /// `helper.IsNativeResource`: unprefixed, or anywhere in `*kubernetes.io/` (upstream
 /// checks `Contains`, not a prefix).

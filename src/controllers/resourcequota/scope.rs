@@ -3,7 +3,8 @@
 
 use k8s_openapi::api::core::v1::ScopeSelector;
 
-use super::names::{is_qualified_name, is_valid_label_value};
+use crate::runtime::golang::go_quote;
+use crate::runtime::selector::{LabelSet, Operator, Requirement, SelectorError};
 
 /// `core.ResourceQuotaScope` values.
 const KNOWN_SCOPES: [&str; 7] = [
@@ -25,7 +26,7 @@ pub struct ScopeRequirement {
     pub values: Vec<String>,
     /// Upstream builds a label selector from the requirement each time it needs one;
     /// building it once gives the same answer, error included.
-    pub(super) selector: Result<LabelRequirement, String>,
+    pub(super) selector: Result<LabelRequirement, ScopeError>,
 }
 
 /// The scopes an object must match for a quota to charge it (`spec.scopes` plus
@@ -99,79 +100,51 @@ impl ScopeRequirement {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum LabelOp {
-    In,
-    NotIn,
-    Exists,
-    DoesNotExist,
+/// Why a scope requirement is no label selector.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScopeError {
+    #[error("{} is not a valid scope selector operator", go_quote(.0))]
+    Operator(String),
+    #[error(transparent)]
+    Selector(#[from] SelectorError),
 }
 
 /// A single-requirement label selector over the key `scope_name`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct LabelRequirement {
-    op: LabelOp,
-    values: Vec<String>,
+pub(super) struct LabelRequirement(Requirement);
+
+/// The one value a scope requirement is matched against (a pod's priority class, a claim's
+/// volume attributes class), whatever the key.
+struct ScopeValue<'a>(Option<&'a str>);
+
+impl LabelSet for ScopeValue<'_> {
+    fn label(&self, _key: &str) -> Option<&str> {
+        self.0
+    }
 }
 
 impl LabelRequirement {
     /// `labels.Requirement.Matches` against a set that holds the key with `value`, or
     /// lacks the key when `value` is `None`.
     pub(super) fn matches(&self, value: Option<&str>) -> bool {
-        let has = |v: &str| self.values.iter().any(|x| x == v);
-        match self.op {
-            LabelOp::In => value.is_some_and(has),
-            LabelOp::NotIn => value.is_none_or(|v| !has(v)),
-            LabelOp::Exists => value.is_some(),
-            LabelOp::DoesNotExist => value.is_none(),
-        }
+        self.0.matches(ScopeValue(value))
     }
 }
 
-/// `helper.ScopedResourceSelectorRequirementsAsSelector` with the checks of
-/// `labels.NewRequirement`.
+/// `helper.ScopedResourceSelectorRequirementsAsSelector`, checked as `labels.NewRequirement`
+/// checks it.
 fn scoped_requirement_as_selector(
     scope_name: &str,
     operator: &str,
     values: &[String],
-) -> Result<LabelRequirement, String> {
-    let op = match operator {
-        "In" => LabelOp::In,
-        "NotIn" => LabelOp::NotIn,
-        "Exists" => LabelOp::Exists,
-        "DoesNotExist" => LabelOp::DoesNotExist,
-        other => return Err(format!("{other:?} is not a valid scope selector operator")),
-    };
-    let mut errors = Vec::new();
-    if !is_qualified_name(scope_name) {
-        errors.push(format!(
-            "key: Invalid value: {scope_name:?}: not a qualified name"
-        ));
-    }
-    match op {
-        LabelOp::In | LabelOp::NotIn if values.is_empty() => {
-            errors.push("values: for 'in', 'notin' operators, values set can't be empty".into());
-        }
-        LabelOp::Exists | LabelOp::DoesNotExist if !values.is_empty() => {
-            errors.push("values: values set must be empty for exists and does not exist".into());
-        }
-        _ => {}
-    }
-    for value in values {
-        if !is_valid_label_value(value) {
-            errors.push(format!(
-                "values: Invalid value: {value:?}: not a valid label value"
-            ));
-        }
-    }
-    if errors.is_empty() {
-        Ok(LabelRequirement {
-            op,
-            values: values.to_vec(),
-        })
-    } else {
-        Err(errors.join(", "))
-    }
+) -> Result<LabelRequirement, ScopeError> {
+    let op = Operator::of_expression(operator)
+        .ok_or_else(|| ScopeError::Operator(operator.to_string()))?;
+    Ok(LabelRequirement(Requirement::new(
+        scope_name,
+        op,
+        values.to_vec(),
+    )?))
 }
 
 /// `MatchesNoScopeFunc` semantics (services, ResourceClaims, object counts): any scope

@@ -36,6 +36,7 @@ use kube::Resource;
 use super::evaluator::{Evaluator, Snapshot};
 use super::scope::QuotaScope;
 use super::usage::{ResourceList, Usage, sum_usage};
+use crate::runtime::lock::lock;
 use crate::runtime::quantity::{Format, Quantity};
 
 /// Partial sums by format, added in this order (see the module notes).
@@ -310,7 +311,7 @@ impl<K: Resource, C: Clone + PartialEq> Totals<K, C> {
         evaluator: &E,
         at: &Snapshot,
     ) -> MutexGuard<'_, Inner<K, C>> {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = lock(&self.inner);
         let context = evaluator.context(at);
         if inner.context.as_ref() != Some(&context) {
             inner.namespaces.clear();
@@ -676,13 +677,9 @@ mod tests {
         );
         totals.verify(&Pods, &HashMap::new(), |_| store.clone(), &at());
         assert!(
-            lock_inner(&totals).namespaces.is_empty(),
+            lock(&totals.inner).namespaces.is_empty(),
             "no quota: not tracked"
         );
-    }
-
-    fn lock_inner<K, C>(totals: &Totals<K, C>) -> MutexGuard<'_, Inner<K, C>> {
-        totals.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! StorageVersion when no entry is left. Two independent lanes, one worker each, as upstream:
 //! deleted leases, and StorageVersions that name unknown servers.
 
+mod error;
 pub mod gc;
 
 use std::collections::HashSet;
@@ -15,6 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
 
+pub use self::error::GcError;
 use self::gc::{
     IDENTITY_NAMESPACE, Outcome, collect, entries, has_identity_label, is_identity_lease,
 };
@@ -67,40 +69,35 @@ struct Gc {
     writer: ApiWriter,
 }
 
-fn failed(err: impl std::fmt::Display) -> ControllerError {
-    ControllerError::Failed(err.to_string())
-}
-
 impl Gc {
     /// A deleted identity lease: if it is really gone, drop its entries everywhere. The list
     /// comes from the API server, not the store, as upstream.
-    async fn lease_deleted(&self, name: String) -> Result<(), ControllerError> {
-        if self.leases.get_opt(&name).await.map_err(failed)?.is_some() {
+    async fn lease_deleted(&self, name: String) -> Result<(), GcError> {
+        if self.leases.get_opt(&name).await?.is_some() {
             return Ok(());
         }
-        let all = self
-            .storage_versions
-            .list(&ListParams::default())
-            .await
-            .map_err(failed)?;
+        let all = self.storage_versions.list(&ListParams::default()).await?;
         let mut errors = Vec::new();
         for sv in &all.items {
             if let Err(err) = self.apply(sv, collect(sv, |id| id == name, &now())).await {
-                errors.push(format!("{}: {err}", sv.name_any()));
+                errors.push(GcError::StorageVersion {
+                    name: sv.name_any(),
+                    source: Box::new(err),
+                });
             }
         }
         if errors.is_empty() {
             Ok(())
         } else {
-            Err(ControllerError::Failed(errors.join("; ")))
+            Err(GcError::Several(errors))
         }
     }
 
     /// A StorageVersion that may name dead servers: each entry's lease is looked up live; any
     /// error, a missing lease or a missing identity label makes the entry invalid (upstream is
     /// that strict).
-    async fn storage_version_changed(&self, name: String) -> Result<(), ControllerError> {
-        let Some(sv) = self.storage_versions.get_opt(&name).await.map_err(failed)? else {
+    async fn storage_version_changed(&self, name: String) -> Result<(), GcError> {
+        let Some(sv) = self.storage_versions.get_opt(&name).await? else {
             return Ok(());
         };
         let mut dead = HashSet::new();
@@ -118,7 +115,7 @@ impl Gc {
             .await
     }
 
-    async fn apply(&self, sv: &StorageVersion, outcome: Outcome) -> Result<(), ControllerError> {
+    async fn apply(&self, sv: &StorageVersion, outcome: Outcome) -> Result<(), GcError> {
         match outcome {
             Outcome::Keep => Ok(()),
             Outcome::Delete => {
@@ -129,14 +126,14 @@ impl Gc {
                 self.writer
                     .delete(&self.storage_versions, sv, &DeleteParams::default())
                     .await
-                    .map_err(failed)
+                    .map_err(GcError::from)
             }
             Outcome::UpdateStatus(updated) => self
                 .writer
                 .replace_status(&self.storage_versions, sv, &updated)
                 .await
                 .map(|_| ())
-                .map_err(failed),
+                .map_err(GcError::from),
         }
     }
 }

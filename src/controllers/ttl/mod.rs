@@ -17,10 +17,11 @@ use super::{Context, ControllerError, Descriptor};
 use crate::cli::Controller;
 use crate::runtime::badinput::BadInput;
 use crate::runtime::informer::{Change, Store};
+use crate::runtime::lock::lock;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
 use crate::runtime::stored::NodeMeta;
-use crate::runtime::writer::ApiWriter;
+use crate::runtime::writer::{ApiWriter, Part, is_not_found};
 
 const CONTROLLER: &str = "ttl-controller";
 const QUEUE: &str = "ttlcontroller";
@@ -53,7 +54,7 @@ struct Ttl {
 
 impl Ttl {
     fn state(&self) -> std::sync::MutexGuard<'_, TtlState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     /// Event handling as upstream's add/update/delete handlers, plus the enqueue-all on a
@@ -107,7 +108,13 @@ impl Ttl {
         let patch = Patch::Strategic(annotation_patch(&value));
         match self
             .writer
-            .patch(&self.api, &node, &PatchParams::default(), &patch)
+            .patch(
+                &self.api,
+                &node,
+                &PatchParams::default(),
+                &patch,
+                Part::Whole,
+            )
             .await
         {
             Ok(_) => {
@@ -115,7 +122,7 @@ impl Ttl {
                 Ok(())
             }
             // Deleted since the store saw it: nothing left to do.
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(err) if is_not_found(&err) => Ok(()),
             Err(err) => {
                 tracing::warn!(node = name, error = %err, "Failed to change ttl annotation for node");
                 Err(err)

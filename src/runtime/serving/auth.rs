@@ -26,6 +26,7 @@ use kube::api::{Api, PostParams};
 use tokio::time::Instant;
 
 use super::tls::Peer;
+use crate::runtime::lock::lock;
 
 /// The group every authenticated user gets (upstream's `AuthenticatedGroupAdder`).
 const AUTHENTICATED: &str = "system:authenticated";
@@ -68,7 +69,7 @@ impl<V: Clone> TtlCache<V> {
     }
 
     fn get(&self, key: &str) -> Option<V> {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut entries = lock(&self.entries);
         match entries.get(key) {
             Some((expires, value)) if *expires > Instant::now() => Some(value.clone()),
             Some(_) => {
@@ -83,7 +84,7 @@ impl<V: Clone> TtlCache<V> {
         if ttl.is_zero() {
             return;
         }
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut entries = lock(&self.entries);
         entries.put(key, (Instant::now() + ttl, value));
     }
 }
@@ -96,7 +97,7 @@ pub enum AuthError {
     #[error("{0}")]
     Forbidden(String),
     #[error("authorization error: {0}")]
-    Review(kube::Error),
+    Review(#[source] kube::Error),
 }
 
 impl IntoResponse for AuthError {
@@ -130,11 +131,19 @@ pub struct Delegation {
     pub always_allow_paths: Vec<String>,
 }
 
+/// A SubjectAccessReview's answer, cached for its TTL.
+#[derive(Clone)]
+enum Decision {
+    Allowed,
+    /// Denied, with the reviewer's reason (may be empty).
+    Denied(String),
+}
+
 /// Decides each request on the secure port; shared by all connections.
 pub struct Guard {
     delegation: Delegation,
     tokens: TtlCache<Option<User>>,
-    decisions: TtlCache<Result<(), String>>,
+    decisions: TtlCache<Decision>,
 }
 
 impl Guard {
@@ -239,21 +248,22 @@ impl Guard {
                     .await
                     .map_err(AuthError::Review)?;
                 let status = answer.status.unwrap_or_default();
-                let decision = if status.allowed && !status.denied.unwrap_or(false) {
-                    Ok(())
+                let (decision, ttl) = if status.allowed && !status.denied.unwrap_or(false) {
+                    (Decision::Allowed, self.delegation.authorized_ttl)
                 } else {
-                    Err(status.reason.unwrap_or_default())
-                };
-                let ttl = if decision.is_ok() {
-                    self.delegation.authorized_ttl
-                } else {
-                    self.delegation.unauthorized_ttl
+                    (
+                        Decision::Denied(status.reason.unwrap_or_default()),
+                        self.delegation.unauthorized_ttl,
+                    )
                 };
                 self.decisions.put(key, decision.clone(), ttl);
                 decision
             }
         };
-        decision.map_err(|reason| AuthError::Forbidden(denied(&reason)))
+        match decision {
+            Decision::Allowed => Ok(()),
+            Decision::Denied(reason) => Err(AuthError::Forbidden(denied(&reason))),
+        }
     }
 
     async fn check(

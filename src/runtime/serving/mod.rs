@@ -28,7 +28,20 @@ const AUTHENTICATION_CONFIGMAP: (&str, &str) =
     ("kube-system", "extension-apiserver-authentication");
 
 /// Says why the process is not ready, or `Ok` when it is.
-pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+pub type Readiness = Arc<dyn Fn() -> Result<(), NotReady> + Send + Sync>;
+
+/// Why `/readyz` answers 503 (its body).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotReady {
+    #[error("stores not synced: {}", .0.join(", "))]
+    StoresNotSynced(Vec<String>),
+    /// This leader has not started all of its controllers yet.
+    #[error("controllers are starting")]
+    ControllersStarting,
+    /// The controllers whose stores are not synced.
+    #[error("stores not synced for {}", .0.join(", "))]
+    ControllersNotSynced(Vec<&'static str>),
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServingError {
@@ -68,7 +81,7 @@ async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
 async fn ready(State(state): State<HttpState>) -> impl IntoResponse {
     match (state.readiness)() {
         Ok(()) => (StatusCode::OK, "ok".to_string()),
-        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why.to_string()),
     }
 }
 

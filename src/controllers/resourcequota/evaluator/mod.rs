@@ -35,6 +35,7 @@ use self::persistentvolumeclaims::PersistentVolumeClaims;
 use self::pods::Pods;
 use self::resourceclaims::{ExtendedResourceCache, ResourceClaims};
 use self::services::Services;
+use super::UsageError;
 use super::scope::QuotaScope;
 use super::totals::Totals;
 use super::usage::Usage;
@@ -162,7 +163,7 @@ pub trait Registered: Send + Sync {
         scope: &QuotaScope,
         names: &[String],
         at: &Snapshot,
-    ) -> Result<Usage, String>;
+    ) -> Result<Usage, UsageError>;
     /// The periodic check of the incremental totals ([`Totals::verify`]) for the namespaces
     /// and scopes in use: the resource, and how many sums had drifted. `None`: no totals.
     fn verify(
@@ -250,7 +251,7 @@ impl<E: Evaluator> Registered for Typed<E> {
         scope: &QuotaScope,
         names: &[String],
         at: &Snapshot,
-    ) -> Result<Usage, String> {
+    ) -> Result<Usage, UsageError> {
         Ok(self
             .totals
             .usage(&self.evaluator, namespace, scope, names, at, || {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::{Registered, Snapshot};
+use crate::controllers::resourcequota::UsageError;
 use crate::controllers::resourcequota::scope::{QuotaScope, unscoped_matches};
 use crate::controllers::resourcequota::usage::{Usage, intersection, one};
 use crate::runtime::counter::ObjectCounter;
@@ -41,12 +42,11 @@ impl Registered for ObjectCount {
         scope: &QuotaScope,
         names: &[String],
         _: &Snapshot,
-    ) -> Result<Usage, String> {
+    ) -> Result<Usage, UsageError> {
         if !self.counter.is_synced() {
-            return Err(format!(
-                "the count of {} is not known yet",
-                names.join(", ")
-            ));
+            return Err(UsageError::CountNotKnown {
+                names: names.to_vec(),
+            });
         }
         let count = if unscoped_matches(scope) {
             i64::try_from(self.counter.count(namespace)).unwrap_or(i64::MAX)

@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
 use super::{Evaluator, Snapshot};
-use crate::controllers::resourcequota::scope::{QuotaScope, ScopeRequirement};
+use crate::controllers::resourcequota::scope::{QuotaScope, ScopeError, ScopeRequirement};
 use crate::controllers::resourcequota::usage::{
     ResourceList, Usage, object_label, one, parse_list,
 };
@@ -160,7 +160,7 @@ fn pvc_vac_names(pvc: &PersistentVolumeClaim) -> Vec<&str> {
 fn pvc_matches_requirement(
     pvc: &PersistentVolumeClaim,
     req: &ScopeRequirement,
-) -> Result<bool, String> {
+) -> Result<bool, ScopeError> {
     if req.scope_name != "VolumeAttributesClass" {
         return Ok(false);
     }

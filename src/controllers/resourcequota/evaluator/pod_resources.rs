@@ -9,7 +9,7 @@ use crate::controllers::resourcequota::usage::{
     ResourceList, add_into, add_quantity, max_into, object_label, parse_list,
 };
 use crate::runtime::quantity::Quantity;
-use crate::runtime::view::{Container, ContainerStatus, Pod};
+use crate::runtime::view::{Container, ContainerStatus, Pod, ResourceRequirements};
 
 struct ParsedContainer<'p> {
     name: &'p str,
@@ -24,6 +24,70 @@ struct ParsedStatus<'p> {
     requests: Option<ResourceList>,
     limits: Option<ResourceList>,
     allocated: Option<ResourceList>,
+}
+
+/// The `requests` and `limits` of `resources`, parsed; `at` names them in problems.
+fn parse_requirements(
+    resources: Option<&ResourceRequirements>,
+    at: &str,
+    problems: &mut Vec<String>,
+) -> (Option<ResourceList>, Option<ResourceList>) {
+    (
+        parse_list(
+            resources.and_then(|r| r.requests.as_ref()),
+            &format!("{at}.requests"),
+            problems,
+        ),
+        parse_list(
+            resources.and_then(|r| r.limits.as_ref()),
+            &format!("{at}.limits"),
+            problems,
+        ),
+    )
+}
+
+impl<'p> ParsedContainer<'p> {
+    fn parse(c: &'p Container, at: &str, problems: &mut Vec<String>) -> Self {
+        let (requests, limits) =
+            parse_requirements(c.resources.as_ref(), &format!("{at}.resources"), problems);
+        Self {
+            name: &c.name,
+            restartable: c.restart_policy.as_deref() == Some("Always"),
+            requests,
+            limits,
+        }
+    }
+}
+
+impl<'p> ParsedStatus<'p> {
+    fn parse(cs: &'p ContainerStatus, at: &str, problems: &mut Vec<String>) -> Self {
+        let (requests, limits) =
+            parse_requirements(cs.resources.as_ref(), &format!("{at}.resources"), problems);
+        Self {
+            name: &cs.name,
+            requests,
+            limits,
+            allocated: parse_list(
+                cs.allocated_resources.as_ref(),
+                &format!("{at}.allocatedResources"),
+                problems,
+            ),
+        }
+    }
+}
+
+/// Each entry of one of the pod's lists, parsed; `at` names the list in problems.
+fn parse_each<'p, T, P>(
+    list: Option<&'p [T]>,
+    at: &str,
+    problems: &mut Vec<String>,
+    parse: fn(&'p T, &str, &mut Vec<String>) -> P,
+) -> Vec<P> {
+    list.unwrap_or_default()
+        .iter()
+        .enumerate()
+        .map(|(i, item)| parse(item, &format!("{at}[{i}]"), problems))
+        .collect()
 }
 
 /// The pod's resource lists, parsed once.
@@ -55,103 +119,46 @@ impl<'p> ParsedPod<'p> {
         let label = object_label(&pod.metadata, "pod");
         let spec = pod.spec.as_ref();
         let status = pod.status.as_ref();
-        let containers = |list: Option<&'p [Container]>,
-                          field: &str,
-                          problems: &mut Vec<String>|
-         -> Vec<ParsedContainer<'p>> {
-            list.unwrap_or_default()
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    let res = c.resources.as_ref();
-                    let at = format!("{label}: spec.{field}[{i}].resources");
-                    ParsedContainer {
-                        name: &c.name,
-                        restartable: c.restart_policy.as_deref() == Some("Always"),
-                        requests: parse_list(
-                            res.and_then(|r| r.requests.as_ref()),
-                            &format!("{at}.requests"),
-                            problems,
-                        ),
-                        limits: parse_list(
-                            res.and_then(|r| r.limits.as_ref()),
-                            &format!("{at}.limits"),
-                            problems,
-                        ),
-                    }
-                })
-                .collect()
-        };
-        let statuses = |list: Option<&'p [ContainerStatus]>,
-                        field: &str,
-                        problems: &mut Vec<String>|
-         -> Vec<ParsedStatus<'p>> {
-            list.unwrap_or_default()
-                .iter()
-                .enumerate()
-                .map(|(i, cs)| {
-                    let res = cs.resources.as_ref();
-                    let at = format!("{label}: status.{field}[{i}]");
-                    ParsedStatus {
-                        name: &cs.name,
-                        requests: parse_list(
-                            res.and_then(|r| r.requests.as_ref()),
-                            &format!("{at}.resources.requests"),
-                            problems,
-                        ),
-                        limits: parse_list(
-                            res.and_then(|r| r.limits.as_ref()),
-                            &format!("{at}.resources.limits"),
-                            problems,
-                        ),
-                        allocated: parse_list(
-                            cs.allocated_resources.as_ref(),
-                            &format!("{at}.allocatedResources"),
-                            problems,
-                        ),
-                    }
-                })
-                .collect()
-        };
-        let parsed_containers = containers(spec.map(|s| &*s.containers), "containers", problems);
-        let parsed_init = containers(
-            spec.and_then(|s| s.init_containers.as_deref()),
-            "initContainers",
-            problems,
-        );
-        let mut parsed_statuses = statuses(
-            status.and_then(|s| s.container_statuses.as_deref()),
-            "containerStatuses",
-            problems,
-        );
-        parsed_statuses.extend(statuses(
-            status.and_then(|s| s.init_container_statuses.as_deref()),
-            "initContainerStatuses",
-            problems,
-        ));
-        let pod_resources = spec.and_then(|s| s.resources.as_ref());
+        let at = |part: &str| format!("{label}: {part}");
+        let [containers, init_containers] = [
+            (spec.map(|s| &*s.containers), "spec.containers"),
+            (
+                spec.and_then(|s| s.init_containers.as_deref()),
+                "spec.initContainers",
+            ),
+        ]
+        .map(|(list, part)| parse_each(list, &at(part), problems, ParsedContainer::parse));
+        // Container statuses, then init container statuses: `findContainerStatus` order.
+        let statuses = [
+            (
+                status.and_then(|s| s.container_statuses.as_deref()),
+                "status.containerStatuses",
+            ),
+            (
+                status.and_then(|s| s.init_container_statuses.as_deref()),
+                "status.initContainerStatuses",
+            ),
+        ]
+        .into_iter()
+        .flat_map(|(list, part)| parse_each(list, &at(part), problems, ParsedStatus::parse))
+        .collect();
+        let pod_resources = spec.and_then(|s| s.resources.as_deref());
+        let (pod_requests, pod_limits) =
+            parse_requirements(pod_resources, &at("spec.resources"), problems);
         let resize_infeasible = status
             .and_then(|s| s.conditions.as_ref())
             .and_then(|cs| cs.iter().find(|c| &*c.type_ == "PodResizePending"))
             .is_some_and(|c| c.reason.as_deref() == Some("Infeasible"));
         Self {
-            containers: parsed_containers,
-            init_containers: parsed_init,
-            statuses: parsed_statuses,
+            containers,
+            init_containers,
+            statuses,
             has_pod_resources: pod_resources.is_some(),
-            pod_requests: parse_list(
-                pod_resources.and_then(|r| r.requests.as_ref()),
-                &format!("{label}: spec.resources.requests"),
-                problems,
-            ),
-            pod_limits: parse_list(
-                pod_resources.and_then(|r| r.limits.as_ref()),
-                &format!("{label}: spec.resources.limits"),
-                problems,
-            ),
+            pod_requests,
+            pod_limits,
             overhead: parse_list(
                 spec.and_then(|s| s.overhead.as_ref()),
-                &format!("{label}: spec.overhead"),
+                &at("spec.overhead"),
                 problems,
             ),
             resize_infeasible,

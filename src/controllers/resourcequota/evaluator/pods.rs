@@ -11,7 +11,7 @@ use super::{Evaluator, Snapshot};
 use crate::controllers::resourcequota::names::{
     REQUESTS_PREFIX, is_dra_extended_resource_name, is_extended_resource_name_for_quota,
 };
-use crate::controllers::resourcequota::scope::{QuotaScope, ScopeRequirement};
+use crate::controllers::resourcequota::scope::{QuotaScope, ScopeError, ScopeRequirement};
 use crate::controllers::resourcequota::usage::{
     ResourceList, Usage, intersection, one, time_nanos,
 };
@@ -205,7 +205,7 @@ fn uses_cross_namespace_pod_affinity(pod: &Pod) -> bool {
 
 /// `podMatchesScopeFunc` for one requirement; `Err` when upstream cannot build the
 /// selector it needs.
-fn pod_matches_requirement(pod: &Pod, req: &ScopeRequirement) -> Result<bool, String> {
+fn pod_matches_requirement(pod: &Pod, req: &ScopeRequirement) -> Result<bool, ScopeError> {
     let best_effort = || pod_qos_class(pod) == QOS_BEST_EFFORT;
     Ok(match req.scope_name.as_str() {
         "Terminating" => pod_is_terminating(pod),

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::pods::pod_usage;
 use super::{Evaluator, Snapshot};
@@ -21,6 +21,7 @@ use crate::controllers::resourcequota::usage::{
 };
 use crate::runtime::informer::Informers;
 use crate::runtime::quantity::{Format, Quantity};
+use crate::runtime::stored::controller_of;
 use crate::runtime::view::Pod;
 
 /// The object-count name of ResourceClaims.
@@ -253,15 +254,6 @@ impl ClaimLookup for SliceClaimLookup<'_> {
             .map(Arc::as_ref)
             .collect()
     }
-}
-
-/// `metav1.GetControllerOfNoCopy`.
-fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .find(|r| r.controller == Some(true))
 }
 
 fn is_extended_resource_claim(claim: &ResourceClaim) -> bool {

@@ -1,0 +1,56 @@
+//! Why a PDB sync failed. The text of a failure to compute the status is upstream's, since
+//! it becomes the fail-safe condition's message and an event's.
+
+use super::budget::BudgetError;
+use super::scale::ScaleError;
+use crate::runtime::selector::SelectorError;
+use crate::runtime::writer::{error_text, is_conflict};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DisruptionError {
+    #[error(transparent)]
+    Selector(#[from] SelectorError),
+    #[error(transparent)]
+    Scale(#[from] ScaleError),
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+    /// Listing the pods from the API server (while the pod store is failing).
+    #[error("Failed to get pods: {}", error_text(.0))]
+    ListPods(#[source] kube::Error),
+    /// Writing the PDB's status; a conflict is retried as is, without the fail-safe status.
+    #[error("{}", error_text(.0))]
+    WriteStatus(#[source] kube::Error),
+    /// Writing the fail-safe status after another failure.
+    #[error("{0}")]
+    FailSafe(#[source] kube::Error),
+    /// Reading or writing a pod whose stale DisruptionTarget condition is being cleared.
+    #[error(
+        "error syncing Pod {pod} to clear DisruptionTarget condition, requeueing: {}",
+        error_text(.source)
+    )]
+    ClearCondition {
+        pod: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl DisruptionError {
+    /// A write that lost to a concurrent change: no fail-safe status, just a retry.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Self::WriteStatus(err) if is_conflict(err))
+    }
+
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Selector(_) => "invalid_selector",
+            Self::Scale(_) => "scale",
+            Self::Budget(_) => "invalid_budget",
+            Self::ListPods(_) => "list_pods",
+            Self::WriteStatus(err) if is_conflict(err) => "conflict",
+            Self::WriteStatus(_) => "write_status",
+            Self::FailSafe(_) => "write_fail_safe_status",
+            Self::ClearCondition { .. } => "clear_condition",
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Why a resourceclaim sync failed, in upstream's words: the text of a pod's claim failure is
+//! also a `FailedResourceClaimCreation` event's message.
+
+use super::claims::{NotForPod, ResolveError, TemplateError};
+use crate::controllers::joined;
+use crate::runtime::golang::go_quote;
+use crate::runtime::writer::error_text;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error(transparent)]
+    NotForPod(#[from] NotForPod),
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    /// The lister's NotFound, which names the resource in the singular.
+    #[error(
+        "resource claim template {}: resourceclaimtemplate.resource.k8s.io {} not found",
+        go_quote(.0),
+        go_quote(.0)
+    )]
+    TemplateNotFound(String),
+    /// Upstream prints the claim's name, still empty before the create: kept verbatim.
+    #[error("create ResourceClaim : {}", error_text(.0))]
+    Create(#[source] kube::Error),
+    #[error("update pod {pod} ResourceClaimStatuses: {}", error_text(.source))]
+    RecordStatuses {
+        pod: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("reserve claim {claim} for pod: {}", error_text(.source))]
+    Reserve {
+        claim: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("get pod {pod}: {}", error_text(.source))]
+    GetPod {
+        pod: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("update ResourceClaim {claim}: {}", error_text(.source))]
+    WriteStatus {
+        claim: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("remove finalizer of ResourceClaim {claim}: {}", error_text(.source))]
+    RemoveFinalizer {
+        claim: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("delete unused generated claim {claim}: {}", error_text(.source))]
+    Delete {
+        claim: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// One of the pod's claim entries failed.
+    #[error("pod {pod}, PodResourceClaim {pod_claim}: {source}")]
+    PodClaim {
+        pod: String,
+        pod_claim: String,
+        #[source]
+        source: Box<ClaimError>,
+    },
+    /// Every failure of one pod's sync.
+    #[error("{}", joined(.0))]
+    Several(Vec<ClaimError>),
+}
+
+impl ClaimError {
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Resolve(_) => "unresolved_claim",
+            Self::NotForPod(_) => "claim_not_for_pod",
+            Self::Template(_) => "template_refused",
+            Self::TemplateNotFound(_) => "template_not_found",
+            Self::Create(_) => "create_claim",
+            Self::RecordStatuses { .. } => "record_claim_statuses",
+            Self::Reserve { .. } => "reserve_claim",
+            Self::GetPod { .. } => "get_pod",
+            Self::WriteStatus { .. } => "write_claim_status",
+            Self::RemoveFinalizer { .. } => "remove_finalizer",
+            Self::Delete { .. } => "delete_claim",
+            Self::PodClaim { source, .. } => source.metric_label(),
+            Self::Several(all) => all.first().map_or("unknown", Self::metric_label),
+        }
+    }
+}

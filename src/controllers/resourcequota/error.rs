@@ -1,0 +1,32 @@
+//! Why a quota sync failed.
+
+use crate::controllers::joined;
+
+/// Why an evaluator cannot tell a namespace's usage yet.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UsageError {
+    /// An object count whose watch has not listed everything yet.
+    #[error("the count of {} is not known yet", .names.join(", "))]
+    CountNotKnown { names: Vec<String> },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum QuotaError {
+    #[error(transparent)]
+    Usage(#[from] UsageError),
+    #[error("{0}")]
+    WriteStatus(#[source] kube::Error),
+    /// Every failure of one sync (usage the status leaves out, and the write).
+    #[error("{}", joined(.0))]
+    Several(Vec<QuotaError>),
+}
+
+impl QuotaError {
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Usage(UsageError::CountNotKnown { .. }) => "count_not_known",
+            Self::WriteStatus(_) => "write_status",
+            Self::Several(all) => all.first().map_or("unknown", Self::metric_label),
+        }
+    }
+}
