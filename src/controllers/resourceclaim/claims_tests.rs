@@ -347,11 +347,12 @@ fn named<'a, K: kube::Resource>(
 }
 
 impl World {
-    /// The claim written: it replaces the one of that name.
-    fn store_claim(&self, claim: &ResourceClaim) {
+    /// The claim written: it replaces the one of that name, and is returned.
+    fn store_claim(&self, claim: ResourceClaim) -> ResourceClaim {
         let mut claims = self.claims.borrow_mut();
-        claims.retain(|c| key_of(c) != key_of(claim));
+        claims.retain(|c| key_of(c) != key_of(&claim));
         claims.push(claim.clone());
+        claim
     }
 }
 
@@ -405,8 +406,7 @@ impl Effects for World {
             claim.metadata.generate_name.clone().unwrap()
         ));
         self.writes.borrow_mut().created.push(created.clone());
-        self.store_claim(&created);
-        Ok(created)
+        Ok(self.store_claim(created))
     }
 
     async fn record_claims(&self, pod: &Pod, entries: &[(String, String)]) -> kube::Result<Pod> {
@@ -424,11 +424,12 @@ impl Effects for World {
         desired: &ResourceClaim,
     ) -> kube::Result<ResourceClaim> {
         // UpdateStatus takes only the status.
-        let mut written = live.clone();
-        written.status = desired.status.clone();
+        let written = ResourceClaim {
+            status: desired.status.clone(),
+            ..live.clone()
+        };
         self.writes.borrow_mut().status_writes.push(written.clone());
-        self.store_claim(&written);
-        Ok(written)
+        Ok(self.store_claim(written))
     }
 
     async fn write_finalizers(
@@ -438,9 +439,13 @@ impl Effects for World {
     ) -> kube::Result<ResourceClaim> {
         let mut written = live.clone();
         written.metadata.finalizers = desired.metadata.finalizers.clone();
-        self.writes.borrow_mut().finalizer_update = Some(written.clone());
-        self.store_claim(&written);
-        Ok(written)
+        Ok(self.store_claim(
+            self.writes
+                .borrow_mut()
+                .finalizer_update
+                .insert(written)
+                .clone(),
+        ))
     }
 
     async fn delete_claim(&self, claim: &ResourceClaim) -> kube::Result<()> {

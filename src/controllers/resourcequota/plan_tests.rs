@@ -26,7 +26,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ResourceQuota;
-use kube::ResourceExt;
 use serde_json::{Value, json};
 
 use super::super::evaluator::object_count::ObjectCount;
@@ -34,52 +33,38 @@ use super::super::evaluator::persistentvolumeclaims::PersistentVolumeClaims;
 use super::super::evaluator::pods::Pods;
 use super::super::evaluator::resourceclaims::ResourceClaims;
 use super::super::evaluator::services::Services;
-use super::super::evaluator::{Evaluator, Registered, Snapshot};
+use super::super::evaluator::{Evaluator, Objects, Registered, Snapshot, Typed};
 use super::super::scope::QuotaScope;
 use super::super::testing::{from, now};
-use super::super::totals::Totals;
 use super::super::usage::Usage;
 use super::*;
 use crate::runtime::counter::ObjectCounter;
 use crate::runtime::view::Pod;
 
-/// A typed evaluator over a plain list of objects instead of an informer: the real evaluator
-/// and the real usage totals.
-struct Listed<E: Evaluator> {
-    evaluator: E,
-    objects: Vec<Arc<E::Object>>,
-    totals: Totals<E::Object, E::Context>,
+/// A type's objects as a plain list instead of an informer.
+struct Listed<K>(Vec<Arc<K>>);
+
+impl<K: kube::Resource + Send + Sync> Objects<K> for Listed<K> {
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        let found = self.0.iter().find(|o| {
+            o.meta().namespace.as_deref() == Some(namespace)
+                && o.meta().name.as_deref() == Some(name)
+        });
+        found.cloned()
+    }
+
+    fn in_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
+        let objects = self.0.iter();
+        let objects = objects.filter(|o| o.meta().namespace.as_deref() == Some(namespace));
+        objects.cloned().collect()
+    }
 }
 
+/// The real evaluator `E`, with its real usage totals, over `objects`.
 fn listed<E: Evaluator>(objects: Vec<E::Object>) -> Arc<dyn Registered> {
-    Arc::new(Listed::<E> {
-        evaluator: E::default(),
-        objects: objects.into_iter().map(Arc::new).collect(),
-        totals: Totals::default(),
-    })
-}
-
-impl<E: Evaluator> Registered for Listed<E> {
-    fn matching(&self, names: &[String], at: &Snapshot) -> Vec<String> {
-        self.evaluator.matching(names, at)
-    }
-
-    fn usage(
-        &self,
-        namespace: &str,
-        scope: &QuotaScope,
-        names: &[String],
-        at: &Snapshot,
-    ) -> Result<Usage, String> {
-        let in_namespace = || {
-            let objects = self.objects.iter();
-            let objects = objects.filter(|o| o.namespace().as_deref() == Some(namespace));
-            objects.cloned().collect()
-        };
-        Ok(self
-            .totals
-            .usage(&self.evaluator, namespace, scope, names, at, in_namespace))
-    }
+    Typed::<E>::over(Arc::new(Listed(
+        objects.into_iter().map(Arc::new).collect(),
+    )))
 }
 
 /// An evaluator that covers what `of` covers and cannot compute it (upstream's
