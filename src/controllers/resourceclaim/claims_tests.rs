@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use super::super::plan::{Problem, Stores};
+use super::super::plan::{PodChange, Problem, Stores, plan_pod_change};
 use super::super::sync::{Effects, sync_claim, sync_pod};
 use super::*;
 use crate::runtime::stored::key_of;
@@ -1646,6 +1646,64 @@ fn extended_resource_claim_events() {
     });
     assert_eq!(extended_claim_name(&empty), None);
     assert!(!uses_claims(&empty));
+}
+
+/// What the real pod handler plans for `pod` with `claims` in the store.
+fn pod_change(pod: &Pod, deleted: bool, claims: &[ResourceClaim]) -> PodChange {
+    let world = World {
+        claims: RefCell::new(claims.to_vec()),
+        ..World::default()
+    };
+    plan_pod_change(pod, deleted, &world)
+}
+
+#[test]
+fn pod_changes_enqueue_as_upstream_event_handlers() {
+    let extended = || vec!["my-namespace/test-extended-claim".to_string()];
+    // "running-pod-with-extended-resource-claim": nothing queued.
+    let running = pod_with_extended_claim("Running");
+    assert_eq!(pod_change(&running, false, &[]), PodChange::default());
+    // "delete-pod-with-extended-resource-claim"
+    let change = pod_change(&running, true, &[]);
+    assert_eq!((change.claims, change.pod), (extended(), false));
+    // "completed-pod-with-extended-resource-claim", "faled-pod-with-extended-resource-claim"
+    for phase in ["Succeeded", "Failed"] {
+        let change = pod_change(&pod_with_extended_claim(phase), false, &[]);
+        assert_eq!((change.claims, change.pod), (extended(), false), "{phase}");
+    }
+    // A pod without claims is not looked at, deleted or not.
+    assert_eq!(pod_change(&test_pod(), true, &[]), PodChange::default());
+    // A pod whose template claim is missing is synced.
+    let change = pod_change(&pod_with_resource(), false, &[]);
+    assert_eq!((change.claims.len(), change.pod), (0, true));
+    // A deleted pod releases its recorded claim and is not synced.
+    let gone = recorded(&pod_with_resource(), GENERATED);
+    let change = pod_change(&gone, true, &[templated_test_claim()]);
+    assert_eq!(
+        (change.claims, change.pod),
+        (vec![format!("{NS}/{GENERATED}")], false)
+    );
+}
+
+#[test]
+fn a_recorded_claim_another_pod_owns_is_reported_not_synced() {
+    let pod = recorded(&pod_with_resource(), DETERMINISTIC);
+    let foreign = make_claim(DETERMINISTIC, NS, Some(pod_owner(OTHER_POD, OTHER_POD_UID)));
+    let change = pod_change(&pod, false, &[foreign]);
+    assert!(!change.pod);
+    let problems: Vec<_> = change
+        .problems
+        .iter()
+        .map(|p| (p.object.as_str(), p.reason, p.message.as_str()))
+        .collect();
+    assert_eq!(
+        problems,
+        [(
+            "my-namespace/test-pod",
+            "claim-not-owned",
+            "ResourceClaim my-namespace/test-pod-acme-resource was not created for pod my-namespace/test-pod (pod is not owner); it must be deleted before a claim is created for the pod"
+        )]
+    );
 }
 
 #[test]

@@ -38,11 +38,10 @@ use prometheus::{IntCounterVec, IntGaugeVec, Opts};
 use serde_json::json;
 
 use self::claims::{
-    Features, claim_statuses_apply, claims_to_release, foreign_claims, gauge_labels,
-    needs_admin_access, owner_pod_uid, pod_may_get_claims, pod_needs_claims, pod_needs_work,
+    Features, claim_statuses_apply, gauge_labels, needs_admin_access, owner_pod_uid,
     resolved_names, template_names, uses_claims,
 };
-use self::plan::{Problem, Stores};
+use self::plan::{Problem, Stores, plan_pod_change};
 use self::sync::Effects;
 use super::{Context, ControllerEntry, ControllerError};
 use crate::cli::{Controller, FeatureGate};
@@ -127,36 +126,26 @@ struct ResourceClaims {
 }
 
 impl ResourceClaims {
-    /// `enqueuePod`: the claims of a pod that no longer needs them, and the pod itself when
-    /// it needs work.
+    /// `enqueuePod`, with the pod's deletion remembered.
     fn enqueue_pod(&self, pod: &Pod, deleted: bool) {
-        if !uses_claims(pod) {
-            return;
-        }
-        let namespace = pod.namespace().unwrap_or_default();
-        if deleted && let Some(uid) = pod.metadata.uid.clone() {
+        if deleted
+            && uses_claims(pod)
+            && let Some(uid) = pod.metadata.uid.clone()
+        {
             self.deleted_pods
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .put(uid, ());
         }
-        if !pod_needs_claims(pod, deleted) {
-            for name in claims_to_release(pod) {
-                self.queue.add(Key::Claim(format!("{namespace}/{name}")));
-            }
+        let plan = plan_pod_change(pod, deleted, self);
+        for claim in plan.claims {
+            self.queue.add(Key::Claim(claim));
         }
-        let claim = |name: &str| self.claim(&namespace, name);
-        if pod_needs_work(pod, claim) {
+        if plan.pod {
             self.queue.add(Key::Pod(key_of(pod)));
-        } else if pod_may_get_claims(pod) {
-            for problem in foreign_claims(pod, claim) {
-                self.bad_input.report(
-                    &key_of(pod),
-                    pod.resource_version().as_deref().unwrap_or_default(),
-                    "claim-not-owned",
-                    &format!("{problem}; it must be deleted before a claim is created for the pod"),
-                );
-            }
+        }
+        for problem in &plan.problems {
+            self.report(problem);
         }
     }
 

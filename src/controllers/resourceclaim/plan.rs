@@ -12,9 +12,10 @@ use kube::ResourceExt;
 
 use super::claims::{
     Features, RESERVED_FOR_MAX, Release, ResolveError, Resolved, claim_from_template,
-    delete_unused, find_orphan, is_for_pod, is_pod_consumer, keep_pod_reservation,
-    needs_reservation, owning_pod, pod_claims, pod_is_done, pod_may_get_claims, release,
-    reserved_for, reserved_for_pod, resolve,
+    claims_to_release, delete_unused, find_orphan, foreign_claims, is_for_pod, is_pod_consumer,
+    keep_pod_reservation, needs_reservation, owning_pod, pod_claims, pod_is_done,
+    pod_may_get_claims, pod_needs_claims, pod_needs_work, release, reserved_for, reserved_for_pod,
+    resolve, uses_claims,
 };
 use crate::runtime::golang::go_quote;
 use crate::runtime::selector::is_dns1123_subdomain;
@@ -67,6 +68,42 @@ impl Problem {
             event: None,
         }
     }
+}
+
+/// What a pod change enqueues (`enqueuePod`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct PodChange {
+    /// The keys of the claims a pod that no longer needs them releases.
+    pub claims: Vec<String>,
+    /// Whether the pod itself needs a sync.
+    pub pod: bool,
+    pub problems: Vec<Problem>,
+}
+
+/// `enqueuePod`: the claims of a pod that no longer needs them, and the pod itself when it
+/// needs work; a pod that cannot get its claims because others hold their names is reported.
+pub fn plan_pod_change(pod: &Pod, deleted: bool, stores: &impl Stores) -> PodChange {
+    let mut plan = PodChange::default();
+    if !uses_claims(pod) {
+        return plan;
+    }
+    let namespace = pod.namespace().unwrap_or_default();
+    if !pod_needs_claims(pod, deleted) {
+        let names = claims_to_release(pod).into_iter();
+        plan.claims = names.map(|name| format!("{namespace}/{name}")).collect();
+    }
+    let claim = |name: &str| stores.claim(&namespace, name);
+    if pod_needs_work(pod, claim) {
+        plan.pod = true;
+    } else if pod_may_get_claims(pod) {
+        for problem in foreign_claims(pod, claim) {
+            let message =
+                format!("{problem}; it must be deleted before a claim is created for the pod");
+            plan.problems
+                .push(Problem::new(pod, "claim-not-owned", message));
+        }
+    }
+    plan
 }
 
 /// What one claim entry of a pod needs.
