@@ -69,13 +69,7 @@ pub(super) async fn sync_pod(fx: &impl Effects, key: &str) -> Result<(), String>
     let mut errors = Vec::new();
     for (pod_claim, step) in plan.entries {
         let claim = match step {
-            Ok(ClaimStep::Record(claim)) => Ok(Some(claim)),
-            Ok(ClaimStep::Create(claim)) => match fx.create_claim(&claim).await {
-                // Under --shadow nothing was created, so there is no name to record.
-                Ok(created) => Ok(created.metadata.name),
-                // Upstream prints the name, still empty before the create: kept verbatim.
-                Err(err) => Err(format!("create ResourceClaim : {}", error_text(&err))),
-            },
+            Ok(step) => perform(fx, step).await,
             Err(err) => Err(err),
         };
         match claim {
@@ -106,7 +100,25 @@ pub(super) async fn sync_pod(fx: &impl Effects, key: &str) -> Result<(), String>
     if !errors.is_empty() {
         return Err(errors.join("; "));
     }
-    let plan = plan_reservations(&pod, fx);
+    reserve(fx, &pod).await
+}
+
+/// Creates a claim, or just names the one to record: the claim name to record, if any.
+async fn perform(fx: &impl Effects, step: ClaimStep) -> Result<Option<String>, String> {
+    match step {
+        ClaimStep::Record(claim) => Ok(Some(claim)),
+        ClaimStep::Create(claim) => match fx.create_claim(&claim).await {
+            // Under --shadow nothing was created, so there is no name to record.
+            Ok(created) => Ok(created.metadata.name),
+            // Upstream prints the name, still empty before the create: kept verbatim.
+            Err(err) => Err(format!("create ResourceClaim : {}", error_text(&err))),
+        },
+    }
+}
+
+/// Reserves the allocated claims of a pod bound to a node without the scheduler.
+async fn reserve(fx: &impl Effects, pod: &Pod) -> Result<(), String> {
+    let plan = plan_reservations(pod, fx);
     for step in plan.steps {
         match step {
             Reservation::Reserve { live, desired } => {
@@ -120,7 +132,7 @@ pub(super) async fn sync_pod(fx: &impl Effects, key: &str) -> Result<(), String>
                         )
                     })?;
             }
-            Reservation::Full(problem) => report_on(fx, &problem, &pod),
+            Reservation::Full(problem) => report_on(fx, &problem, pod),
         }
     }
     plan.outcome
