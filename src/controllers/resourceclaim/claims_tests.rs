@@ -517,6 +517,13 @@ fn sync_pod_plan(
     }
 }
 
+/// Reported problems as (object, reason, message).
+fn problems(reported: &[Problem]) -> Vec<(&str, &str, &str)> {
+    let each = reported.iter();
+    each.map(|p| (p.object.as_str(), p.reason, p.message.as_str()))
+        .collect()
+}
+
 fn assert_no_errors(plan: &PodPlan) {
     assert!(plan.errors.is_empty(), "{:?}", plan.errors);
 }
@@ -1122,14 +1129,8 @@ fn sync_pod_reserved_for_is_full() {
     // Reported, with a warning event on the pod, and the sync does not fail.
     assert_no_errors(&plan);
     let message = "cannot reserve ResourceClaim my-namespace/test-pod-acme-resource--1 for pod my-namespace/test-pod: reservedFor is at its limit of 256";
-    let problems: Vec<_> = plan
-        .writes
-        .problems
-        .iter()
-        .map(|p| (p.object.as_str(), p.reason, p.message.as_str()))
-        .collect();
     assert_eq!(
-        problems,
+        problems(&plan.writes.problems),
         [(
             "my-namespace/test-pod-acme-resource--1",
             "reserved-for-full",
@@ -1691,13 +1692,8 @@ fn a_recorded_claim_another_pod_owns_is_reported_not_synced() {
     let foreign = make_claim(DETERMINISTIC, NS, Some(pod_owner(OTHER_POD, OTHER_POD_UID)));
     let change = pod_change(&pod, false, &[foreign]);
     assert!(!change.pod);
-    let problems: Vec<_> = change
-        .problems
-        .iter()
-        .map(|p| (p.object.as_str(), p.reason, p.message.as_str()))
-        .collect();
     assert_eq!(
-        problems,
+        problems(&change.problems),
         [(
             "my-namespace/test-pod",
             "claim-not-owned",
