@@ -10,7 +10,9 @@
 //! (a real API server rejects `cpu`/`memory` under the `BestEffort` scope, and would want the
 //! priority classes to exist).
 //!
-//! Not ported — they cannot be reproduced faithfully:
+//! Not run here — a server cannot reproduce them faithfully; they are ported as unit tests of
+//! the planning code instead (src/controllers/resourcequota/plan_tests.rs), with an evaluator
+//! whose usage fails:
 //! - `quota-missing-status-with-calculation-error` and
 //!   `quota-missing-status-with-partial-calculation-error`: upstream gives the pod evaluator a
 //!   lister whose `List` fails and expects a status write that leaves out the pod names
@@ -18,8 +20,8 @@
 //!   kcm's pod evaluator reads its pod informer's cache, which cannot fail at sync time; a failing
 //!   pod *list* on the server (`Fault::error(500).verb("list").resource("pods")`) instead keeps
 //!   the pod informer from ever syncing, so the controller never starts its workers and writes
-//!   no status at all — there is no state to compare with upstream's. (The partial-failure rule
-//!   itself is exercised with a failing `count/…` type in tests/resourcequota.rs.)
+//!   no status at all. (The partial-failure rule is also exercised end to end with a failing
+//!   `count/…` type in tests/resourcequota.rs.)
 
 mod common;
 

@@ -93,6 +93,25 @@ impl ObjectCounter {
         counter
     }
 
+    /// A counter whose first list is through and found `objects` (namespace, name), with no
+    /// watch: for unit tests of what counts are used for.
+    #[cfg(test)]
+    pub(crate) fn listed(objects: &[(&str, &str)]) -> Arc<Self> {
+        let mut names = Names::default();
+        for (namespace, name) in objects {
+            names
+                .by_namespace
+                .entry(namespace.to_string())
+                .or_default()
+                .insert(name.to_string());
+        }
+        Arc::new(Self {
+            names: Mutex::new(names),
+            synced: watch::channel(true).0,
+            stop: CancellationToken::new(),
+        })
+    }
+
     fn lock(&self) -> MutexGuard<'_, Names> {
         lock(&self.names)
     }

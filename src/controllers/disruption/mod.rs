@@ -10,6 +10,7 @@
 pub mod budget;
 mod error;
 mod messages;
+mod plan;
 mod scale;
 
 use std::sync::Arc;
@@ -24,10 +25,10 @@ use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
 use self::budget::{
-    cleared_disruption_target, count_healthy, disrupted_pods, expected_and_desired,
-    fail_safe_status, needs_controller_scale, new_status, stale_disruption_wait,
+    cleared_disruption_target, fail_safe_status, needs_controller_scale, stale_disruption_wait,
 };
 pub use self::error::DisruptionError;
+use self::plan::{plan_budget, pod_selector};
 use self::scale::ScaleFinder;
 use super::{Context, ControllerError, Descriptor};
 use crate::cli::Controller;
@@ -210,107 +211,40 @@ impl Disruption {
         Ok(())
     }
 
-    /// `trySync`: returns how long until the PDB must be looked at again, if ever.
+    /// `trySync`: fetches the PDB's pods and their controllers' scale, and performs the
+    /// plan; returns how long until the PDB must be looked at again, if ever.
     async fn try_sync(
         &self,
         pdb: &PodDisruptionBudget,
     ) -> Result<Option<Duration>, DisruptionError> {
-        let spec = pdb.spec.clone().unwrap_or_default();
-        let pdb_ref = pdb.object_ref(&());
-        let selector = match selector::from_label_selector(spec.selector.as_ref()) {
-            Ok(selector) => selector,
-            Err(err) => {
-                self.event(
-                    pdb_ref,
-                    true,
-                    "NoPods",
-                    format!("Failed to get pods: {err}"),
-                );
-                return Err(err.into());
+        let plan = match pod_selector(pdb) {
+            Err(failed) => *failed,
+            Ok(selector) => {
+                let pdb_ns = pdb.namespace().unwrap_or_default();
+                let pods = self.pods_of(&pdb_ns).await?;
+                let pods: Vec<&Pod> = pods
+                    .iter()
+                    .map(|p| p.as_ref())
+                    .filter(|p| selector.matches(&p.labels))
+                    .collect();
+                let spec = pdb.spec.clone().unwrap_or_default();
+                let scale = if needs_controller_scale(&spec) {
+                    Some(self.scales.expected_scale(&pods).await)
+                } else {
+                    None
+                };
+                plan_budget(pdb, &pods, scale, &self.now())
             }
         };
-        let pods: Vec<_> = self
-            .pods_of(&pdb.namespace().unwrap_or_default())
-            .await?
-            .into_iter()
-            .filter(|p| selector.matches(&p.labels))
-            .collect();
-        if pods.is_empty() {
-            self.event(
-                pdb_ref.clone(),
-                false,
-                "NoPods",
-                "No matching pods found".into(),
-            );
+        for event in plan.events {
+            self.event(event.regarding, event.warning, event.reason, event.note);
         }
-        let pod_refs: Vec<&Pod> = pods.iter().map(|p| p.as_ref()).collect();
-        let scale = if needs_controller_scale(&spec) {
-            match self.scales.expected_scale(&pod_refs).await {
-                Ok((scale, unmanaged)) => {
-                    if !unmanaged.is_empty() {
-                        self.event(
-                            pdb_ref.clone(),
-                            true,
-                            "UnmanagedPods",
-                            messages::unmanaged_pods(spec.selector.as_ref()),
-                        );
-                    }
-                    Some(scale)
-                }
-                Err(err) => {
-                    self.event(
-                        pdb_ref,
-                        true,
-                        "CalculateExpectedPodCountFailed",
-                        format!("Failed to calculate the number of expected pods: {err}"),
-                    );
-                    return Err(err.into());
-                }
-            }
-        } else {
-            None
-        };
-        let matching = i32::try_from(pods.len()).unwrap_or(i32::MAX);
-        let (expected, desired_healthy) =
-            expected_and_desired(&spec, matching, scale).map_err(|err| {
-                self.event(
-                    pdb.object_ref(&()),
-                    true,
-                    "CalculateExpectedPodCountFailed",
-                    format!("Failed to calculate the number of expected pods: {err}"),
-                );
-                err
-            })?;
-        let now = self.now();
-        let disrupted = disrupted_pods(&pod_refs, pdb.status.as_ref(), &now);
-        let pdb_ns = pdb.namespace().unwrap_or_default();
-        for name in &disrupted.expired {
-            if let Some(pod) = pods.iter().find(|p| &p.name_any() == name) {
-                self.event(
-                    pod.object_ref(&()),
-                    true,
-                    "NotDeleted",
-                    messages::not_deleted(&pdb_ns),
-                );
-            }
-        }
-        let healthy = count_healthy(&pod_refs, &disrupted.map, &now);
-        if let Some(status) = new_status(
-            pdb,
-            healthy,
-            desired_healthy,
-            expected,
-            &disrupted.map,
-            &now,
-        ) {
+        if let Some(status) = plan.status? {
             self.write_status(pdb, status)
                 .await
                 .map_err(DisruptionError::WriteStatus)?;
         }
-        Ok(disrupted.recheck_at.map(|at| {
-            let wait = at.0.duration_since(now.0);
-            Duration::try_from(wait).unwrap_or_default()
-        }))
+        Ok(plan.recheck)
     }
 
     /// The pods of a namespace: from the shared store, or — beyond upstream — from the API

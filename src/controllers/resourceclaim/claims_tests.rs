@@ -1,13 +1,17 @@
 //! The upstream resourceclaim controller's unit tests (`controller_test.go`: `TestSyncHandler`,
 //! `TestEventHandlers`, `TestGetAdminAccessMetricLabel`), ported to the pure decisions of
-//! `claims.rs`. The I/O of `syncPod`/`syncClaim` is replaced by two small simulators that call
-//! only `claims.rs` functions, in the order of upstream (spec notes §2.5); the claims and pods
-//! the upstream cases start from (`testClaim`, `templatedTestClaim`, ...) are rebuilt below
-//! from JSON.
+//! `claims.rs`, and to the real syncPod/syncClaim (`sync.rs` performing the plans of `plan.rs`,
+//! in the order of upstream, spec notes §2.5) run against plain objects instead of informers
+//! and an API server; the claims and pods the upstream cases start from (`testClaim`,
+//! `templatedTestClaim`, ...) are rebuilt below from JSON.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
+use super::super::plan::{PodChange, Problem, Stores, plan_pod_change};
+use super::super::sync::{Effects, sync_claim, sync_pod};
 use super::*;
+use crate::runtime::stored::key_of;
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures (upstream's names and values).
@@ -293,25 +297,198 @@ fn assert_same_claims(case: &str, actual: &[ResourceClaim], expected: &[Resource
 }
 
 // ---------------------------------------------------------------------------------------------
-// syncPod simulator: upstream's syncPod/handleClaim, with every decision from claims.rs. It
-// follows this controller where it deliberately departs from upstream: a terminal pod is left
-// alone (`pod_may_get_claims`), a failing entry does not stop the others, the apply carries
-// the entries already recorded too (upstream's newer "flapping-resourceclaim-statuses"), and
-// reservation looks at the pod as the apply left it.
+// The real syncPod and syncClaim (`sync.rs`, performing the plans of `plan.rs`) against a world
+// of plain objects: the stores they read, and a fake API server that applies and records their
+// writes. This controller deliberately departs from upstream where `plan.rs` says: a terminal
+// pod is left alone (`pod_may_get_claims`), a failing entry does not stop the others, the apply
+// carries the entries already recorded too (upstream's newer "flapping-resourceclaim-statuses"),
+// and reservation looks at the pod as the apply left it.
 
+/// What the executor wrote.
 #[derive(Debug, Default)]
-struct PodPlan {
+struct Writes {
     /// The claims created, as the API server returns them (named `<generateName>-<n>`).
     created: Vec<ResourceClaim>,
     /// The entries of the `pods/status` apply (pod claim name, claim name); empty: no apply.
     statuses: Vec<(String, String)>,
-    /// The claims written back with the pod added to `status.reservedFor`.
-    reserved: Vec<ResourceClaim>,
-    /// What syncPod fails with.
-    errors: Vec<String>,
+    /// The claims written with UpdateStatus, as the API server returns them.
+    status_writes: Vec<ResourceClaim>,
+    /// The claim written to remove the builtin finalizer.
+    finalizer_update: Option<ResourceClaim>,
+    deleted: bool,
+    problems: Vec<Problem>,
+    /// Warning events: reason, note.
+    events: Vec<(String, String)>,
 }
 
-/// `store` is the claim informer, `cache_only` claims only the mutation cache knows.
+/// The informers, the mutation cache and the API server, as plain objects.
+#[derive(Default)]
+struct World {
+    pods: Vec<Pod>,
+    /// The claim informer and the mutation cache: every claim write lands here too.
+    claims: RefCell<Vec<ResourceClaim>>,
+    templates: Vec<ResourceClaimTemplate>,
+    /// What a GET from the API server finds when the informer does not have the pod (yet).
+    api_pods: Vec<Pod>,
+    /// The LRU of deleted pods.
+    deleted_uids: Vec<&'static str>,
+    features: Option<Features>,
+    writes: RefCell<Writes>,
+}
+
+fn named<'a, K: kube::Resource>(
+    list: impl IntoIterator<Item = &'a K>,
+    namespace: &str,
+    name: &str,
+) -> Option<&'a K> {
+    list.into_iter().find(|o| {
+        o.meta().namespace.as_deref() == Some(namespace) && o.meta().name.as_deref() == Some(name)
+    })
+}
+
+impl World {
+    /// The claim written: it replaces the one of that name, and is returned.
+    fn store_claim(&self, claim: ResourceClaim) -> ResourceClaim {
+        let mut claims = self.claims.borrow_mut();
+        claims.retain(|c| key_of(c) != key_of(&claim));
+        claims.push(claim.clone());
+        claim
+    }
+}
+
+impl Stores for World {
+    fn claim(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaim>> {
+        named(self.claims.borrow().iter(), namespace, name).map(|c| Arc::new(c.clone()))
+    }
+
+    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        named(&self.pods, namespace, name).map(|p| Arc::new(p.clone()))
+    }
+
+    fn template(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaimTemplate>> {
+        named(&self.templates, namespace, name).map(|t| Arc::new(t.clone()))
+    }
+
+    fn owned_claims(&self, pod: &Pod) -> Vec<Arc<ResourceClaim>> {
+        self.claims
+            .borrow()
+            .iter()
+            .filter(|c| owner_pod_uid(c) == pod.metadata.uid.as_deref())
+            .map(|c| Arc::new(c.clone()))
+            .collect()
+    }
+
+    fn deleted_pod(&self, uid: &str) -> bool {
+        self.deleted_uids.contains(&uid)
+    }
+
+    fn pods_using(&self, namespace: &str, claim: &str) -> Vec<String> {
+        self.pods
+            .iter()
+            .filter(|p| p.namespace().as_deref() == Some(namespace))
+            .filter(|p| resolved_names(p).contains(&claim))
+            .map(key_of)
+            .collect()
+    }
+}
+
+impl Effects for World {
+    fn features(&self) -> Features {
+        self.features.unwrap_or(NO_FEATURES)
+    }
+
+    async fn create_claim(&self, claim: &ResourceClaim) -> kube::Result<ResourceClaim> {
+        // What the API server does with generateName (upstream's fake client: `-<counter>`).
+        let mut created = claim.clone();
+        let counter = self.writes.borrow().created.len() + 1;
+        created.metadata.name = Some(format!(
+            "{}-{counter}",
+            claim.metadata.generate_name.clone().unwrap()
+        ));
+        self.writes.borrow_mut().created.push(created.clone());
+        Ok(self.store_claim(created))
+    }
+
+    async fn record_claims(&self, pod: &Pod, entries: &[(String, String)]) -> kube::Result<Pod> {
+        self.writes.borrow_mut().statuses = entries.to_vec();
+        let body = claim_statuses_apply(pod, entries);
+        Ok(with_statuses(
+            pod,
+            body["status"]["resourceClaimStatuses"].clone(),
+        ))
+    }
+
+    async fn write_claim_status(
+        &self,
+        live: &ResourceClaim,
+        desired: &ResourceClaim,
+    ) -> kube::Result<ResourceClaim> {
+        // UpdateStatus takes only the status.
+        let written = ResourceClaim {
+            status: desired.status.clone(),
+            ..live.clone()
+        };
+        self.writes.borrow_mut().status_writes.push(written.clone());
+        Ok(self.store_claim(written))
+    }
+
+    async fn write_finalizers(
+        &self,
+        live: &ResourceClaim,
+        desired: &ResourceClaim,
+    ) -> kube::Result<ResourceClaim> {
+        let mut written = live.clone();
+        written.metadata.finalizers = desired.metadata.finalizers.clone();
+        Ok(self.store_claim(
+            self.writes
+                .borrow_mut()
+                .finalizer_update
+                .insert(written)
+                .clone(),
+        ))
+    }
+
+    async fn delete_claim(&self, claim: &ResourceClaim) -> kube::Result<()> {
+        self.writes.borrow_mut().deleted = true;
+        self.claims
+            .borrow_mut()
+            .retain(|c| key_of(c) != key_of(claim));
+        Ok(())
+    }
+
+    async fn get_pod(&self, namespace: &str, name: &str) -> kube::Result<Option<Pod>> {
+        Ok(named(&self.api_pods, namespace, name).cloned())
+    }
+
+    fn report(&self, problem: &Problem) -> bool {
+        let mut writes = self.writes.borrow_mut();
+        let fresh = !writes.problems.contains(problem);
+        writes.problems.push(problem.clone());
+        fresh
+    }
+
+    fn warn(&self, _pod: &Pod, reason: &'static str, note: String) {
+        self.writes
+            .borrow_mut()
+            .events
+            .push((reason.to_string(), note));
+    }
+}
+
+/// What a pod sync did.
+#[derive(Debug, Default)]
+struct PodPlan {
+    created: Vec<ResourceClaim>,
+    statuses: Vec<(String, String)>,
+    /// The claims written back with the pod added to `status.reservedFor`.
+    reserved: Vec<ResourceClaim>,
+    /// What syncPod fails with, one message per failure.
+    errors: Vec<String>,
+    writes: Writes,
+}
+
+/// Runs the real syncPod of `pod`. `store` is the claim informer, `cache_only` claims only the
+/// mutation cache knows.
 fn sync_pod_plan(
     pod: &Pod,
     store: &[ResourceClaim],
@@ -319,152 +496,43 @@ fn sync_pod_plan(
     templates: &[ResourceClaimTemplate],
     features: Features,
 ) -> PodPlan {
-    let mut plan = PodPlan::default();
-    if !pod_may_get_claims(pod) {
-        return plan;
+    let world = World {
+        pods: vec![pod.clone()],
+        claims: RefCell::new(store.iter().chain(cache_only).cloned().collect()),
+        templates: templates.to_vec(),
+        features: Some(features),
+        ..World::default()
+    };
+    let result = futures::executor::block_on(sync_pod(&world, &key_of(pod)));
+    let mut writes = world.writes.take();
+    PodPlan {
+        created: writes.created.clone(),
+        statuses: writes.statuses.clone(),
+        reserved: std::mem::take(&mut writes.status_writes),
+        errors: result
+            .err()
+            .map(|e| e.to_string().split("; ").map(str::to_string).collect())
+            .unwrap_or_default(),
+        writes,
     }
-    let mut new = Vec::new();
-    for pod_claim in pod_claims(pod) {
-        match handle_claim(
-            pod,
-            pod_claim,
-            store,
-            cache_only,
-            &plan.created,
-            templates,
-            features,
-        ) {
-            Ok(None) => {}
-            Ok(Some((entry, created))) => {
-                plan.created.extend(created);
-                new.push(entry);
-            }
-            Err(err) => plan.errors.push(err),
-        }
-    }
-    let mut pod = pod.clone();
-    if !new.is_empty() {
-        plan.statuses = statuses_to_record(&pod, &new);
-        let applied: Vec<Value> = plan
-            .statuses
-            .iter()
-            .map(|(name, claim)| json!({"name": name, "resourceClaimName": claim}))
-            .collect();
-        pod = with_statuses(&pod, json!(applied));
-    }
-    if !plan.errors.is_empty() || node_name(&pod).is_empty() {
-        // On a failure nothing is reserved; unscheduled pods are the scheduler's.
-        return plan;
-    }
-    let known: Vec<ResourceClaim> = store
-        .iter()
-        .chain(cache_only)
-        .chain(&plan.created)
-        .cloned()
-        .collect();
-    for pod_claim in pod_claims(&pod) {
-        let (name, check_owner) = match resolve(&pod, pod_claim) {
-            Err(err) => {
-                plan.errors.push(err.to_string());
-                return plan;
-            }
-            Ok(Resolved::NotNeeded) => continue,
-            Ok(Resolved::Claim { name, check_owner }) => (name, check_owner),
-        };
-        let Some(claim) = find_claim(&known, name) else {
-            return plan;
-        };
-        if check_owner && let Err(err) = is_for_pod(&pod, claim) {
-            plan.errors.push(err.to_string());
-            return plan;
-        }
-        if needs_reservation(&pod, claim) && reserved_for(claim).len() < RESERVED_FOR_MAX {
-            plan.reserved.push(reserved_for_pod(claim, &pod));
-        }
-    }
-    plan
+}
+
+/// Reported problems as (object, reason, message).
+fn problems(reported: &[Problem]) -> Vec<(&str, &str, &str)> {
+    let each = reported.iter();
+    each.map(|p| (p.object.as_str(), p.reason, p.message.as_str()))
+        .collect()
 }
 
 fn assert_no_errors(plan: &PodPlan) {
     assert!(plan.errors.is_empty(), "{:?}", plan.errors);
 }
 
-fn find_claim<'a>(claims: &'a [ResourceClaim], name: &str) -> Option<&'a ResourceClaim> {
-    claims
-        .iter()
-        .find(|c| c.namespace().as_deref() == Some(NS) && c.name_any() == name)
-}
-
-type Handled = Option<((String, String), Option<ResourceClaim>)>;
-
-fn handle_claim(
-    pod: &Pod,
-    pod_claim: &PodResourceClaim,
-    store: &[ResourceClaim],
-    cache_only: &[ResourceClaim],
-    created: &[ResourceClaim],
-    templates: &[ResourceClaimTemplate],
-    features: Features,
-) -> Result<Handled, String> {
-    let cache: Vec<ResourceClaim> = store
-        .iter()
-        .chain(cache_only)
-        .chain(created)
-        .cloned()
-        .collect();
-    match resolve(pod, pod_claim) {
-        Err(ResolveError::NotCreatedYet { .. }) => {}
-        Err(err) => return Err(err.to_string()),
-        Ok(Resolved::NotNeeded) => return Ok(None),
-        Ok(Resolved::Claim { name, check_owner }) => {
-            if let Some(claim) = find_claim(&cache, name)
-                && (!check_owner || is_for_pod(pod, claim).is_ok())
-            {
-                return Ok(None);
-            }
-            // Missing, or not the pod's: (re)create.
-        }
-    }
-    let Some(template_name) = pod_claim.resource_claim_template_name.as_deref() else {
-        return Ok(None);
-    };
-    let owned: Vec<Arc<ResourceClaim>> = cache
-        .iter()
-        .filter(|c| owner_pod_uid(c) == pod.metadata.uid.as_deref())
-        .cloned()
-        .map(Arc::new)
-        .collect();
-    if let Some(orphan) = find_orphan(&pod_claim.name, &owned) {
-        return Ok(Some(((pod_claim.name.clone(), orphan.name_any()), None)));
-    }
-    let Some(template) = templates
-        .iter()
-        .find(|t| t.namespace() == pod.namespace() && t.name_any() == template_name)
-    else {
-        // The lister's NotFound names the resource in the singular.
-        return Err(format!(
-            "resource claim template {template_name:?}: resourceclaimtemplate.resource.k8s.io {template_name:?} not found"
-        ));
-    };
-    let mut claim =
-        claim_from_template(pod, pod_claim, template, features).map_err(|e| e.to_string())?;
-    // What the API server does with generateName (upstream's fake client: `-<counter>`).
-    let name = format!(
-        "{}-{}",
-        claim.metadata.generate_name.clone().unwrap(),
-        created.len() + 1
-    );
-    claim.metadata.name = Some(name.clone());
-    Ok(Some(((pod_claim.name.clone(), name), Some(claim))))
-}
-
 fn entry(name: &str, claim: &str) -> (String, String) {
     (name.into(), claim.into())
 }
 
-// ---------------------------------------------------------------------------------------------
-// syncClaim simulator.
-
+/// What a claim sync did.
 #[derive(Debug, Default)]
 struct ClaimPlan {
     /// Bodies of the status writes (UpdateStatus).
@@ -474,69 +542,37 @@ struct ClaimPlan {
     delete: bool,
     /// The claim afterwards; None once deleted.
     after: Option<ResourceClaim>,
+    problems: Vec<Problem>,
 }
 
-/// `pods` is the pod informer, `api_pods` what a GET from the API server finds when the
-/// informer does not have the pod (yet), `deleted_uids` the LRU of deleted pods.
+/// Runs the real syncClaim of `claim`; see `World` for the other arguments.
 fn sync_claim_plan(
     claim: &ResourceClaim,
     pods: &[Pod],
     api_pods: &[Pod],
-    deleted_uids: &[&str],
+    deleted_uids: &[&'static str],
 ) -> ClaimPlan {
-    let by_name = |list: &[Pod], name: &str| -> Option<Pod> {
-        list.iter()
-            .find(|p| p.namespace() == claim.namespace() && p.name_any() == name)
-            .cloned()
+    let world = World {
+        pods: pods.to_vec(),
+        claims: RefCell::new(vec![claim.clone()]),
+        api_pods: api_pods.to_vec(),
+        deleted_uids: deleted_uids.to_vec(),
+        ..World::default()
     };
-    let remaining: Vec<ResourceClaimConsumerReference> = reserved_for(claim)
-        .iter()
-        .filter(|entry| {
-            if !is_pod_consumer(entry) {
-                return true;
-            }
-            if deleted_uids.contains(&entry.uid.as_str()) {
-                return false;
-            }
-            let pod = by_name(pods, &entry.name).or_else(|| by_name(api_pods, &entry.name));
-            keep_pod_reservation(entry, pod.as_ref())
-        })
-        .cloned()
-        .collect();
-    let mut plan = ClaimPlan::default();
-    let mut current = claim.clone();
-    match release(claim, remaining.clone()) {
-        Release::Nothing => {}
-        Release::Status(status) => {
-            current.status = Some(status.clone());
-            plan.status_writes.push(status);
-            if let Some(updated) = finalizer_removed(&current) {
-                current = updated.clone();
-                plan.finalizer_update = Some(updated);
-            }
-        }
-        Release::Finalize { clear_allocation } => {
-            if clear_allocation {
-                let status = current.status.as_mut().unwrap();
-                status.allocation = None;
-                plan.status_writes.push(status.clone());
-            }
-            let updated =
-                finalizer_removed(&current).expect("an unallocated claim with the finalizer");
-            current = updated.clone();
-            plan.finalizer_update = Some(updated);
-        }
+    let key = key_of(claim);
+    futures::executor::block_on(sync_claim(&world, &key)).expect("syncClaim");
+    let writes = world.writes.take();
+    ClaimPlan {
+        status_writes: writes
+            .status_writes
+            .into_iter()
+            .map(|c| c.status.unwrap_or_default())
+            .collect(),
+        finalizer_update: writes.finalizer_update,
+        delete: writes.deleted,
+        after: named(world.claims.borrow().iter(), NS, &claim.name_any()).cloned(),
+        problems: writes.problems,
     }
-    if remaining.is_empty() {
-        let owner = owning_pod(&current).and_then(|(name, _)| by_name(pods, name));
-        if delete_unused(&current, owner.as_ref()) {
-            plan.delete = true;
-            plan.after = None;
-            return plan;
-        }
-    }
-    plan.after = Some(current);
-    plan
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -654,7 +690,9 @@ fn sync_pod_create_with_admin_access() {
             // "create with admin and feature gate off"
             assert_eq!(
                 plan.errors,
-                ["admin access is requested, but the feature is disabled"]
+                [
+                    "pod my-namespace/test-pod, PodResourceClaim acme-resource: admin access is requested, but the feature is disabled"
+                ]
             );
             assert!(plan.created.is_empty());
             assert!(plan.statuses.is_empty());
@@ -684,7 +722,7 @@ fn sync_pod_create_with_prioritized_list() {
             assert_eq!(
                 plan.errors,
                 [
-                    "template includes a prioritized list of subrequests, but the feature is disabled"
+                    "pod my-namespace/test-pod, PodResourceClaim acme-resource: template includes a prioritized list of subrequests, but the feature is disabled"
                 ]
             );
             assert!(plan.created.is_empty());
@@ -752,7 +790,7 @@ fn sync_pod_missing_template() {
     assert_eq!(
         plan.errors,
         [
-            r#"resource claim template "my-template": resourceclaimtemplate.resource.k8s.io "my-template" not found"#
+            r#"pod my-namespace/test-pod, PodResourceClaim acme-resource: resource claim template "my-template": resourceclaimtemplate.resource.k8s.io "my-template" not found"#
         ]
     );
     assert!(plan.created.is_empty());
@@ -836,7 +874,9 @@ fn sync_pod_claim_owned_by_other_pod_is_not_reused() {
     // Right annotation, wrong owner: the owner index does not return it.
     let foreign = templated_claim(CLAIM, GENERATE_NAME, pod_owner(OTHER_POD, OTHER_POD_UID));
     let plan = sync_pod_plan(&pod_with_resource(), &[foreign], &[], &[], NO_FEATURES);
-    assert!(plan.errors[0].starts_with("resource claim template \"my-template\""));
+    assert!(plan.errors[0].starts_with(
+        "pod my-namespace/test-pod, PodResourceClaim acme-resource: resource claim template \"my-template\""
+    ));
 }
 
 #[test]
@@ -881,7 +921,7 @@ fn sync_pod_wrong_claim_owner() {
     assert_eq!(
         plan.errors,
         [
-            r#"resource claim template "my-template": resourceclaimtemplate.resource.k8s.io "my-template" not found"#
+            r#"pod my-namespace/test-pod, PodResourceClaim acme-resource: resource claim template "my-template": resourceclaimtemplate.resource.k8s.io "my-template" not found"#
         ]
     );
     assert!(plan.created.is_empty());
@@ -996,7 +1036,7 @@ fn sync_pod_unsupported_entry_fails_the_sync() {
     assert_eq!(
         plan.errors,
         [
-            r#"pod "my-namespace/test-pod", spec.resourceClaim "broken": none of the supported fields are set"#
+            r#"pod my-namespace/test-pod, PodResourceClaim broken: pod "my-namespace/test-pod", spec.resourceClaim "broken": none of the supported fields are set"#
         ]
     );
     // Upstream returns at the first failing entry; this controller still serves the others.
@@ -1090,6 +1130,36 @@ fn sync_pod_reserved_for_is_full() {
     );
     assert!(needs_reservation(&pod_with_node_name(), &claim));
     assert!(plan.reserved.is_empty());
+    // Reported, with a warning event on the pod, and the sync does not fail.
+    assert_no_errors(&plan);
+    let message = "cannot reserve ResourceClaim my-namespace/test-pod-acme-resource--1 for pod my-namespace/test-pod: reservedFor is at its limit of 256";
+    assert_eq!(
+        problems(&plan.writes.problems),
+        [(
+            "my-namespace/test-pod-acme-resource--1",
+            "reserved-for-full",
+            message
+        )]
+    );
+    assert_eq!(
+        plan.writes.events,
+        [(
+            "FailedResourceClaimReservation".to_string(),
+            message.to_string()
+        )]
+    );
+}
+
+#[test]
+fn sync_pod_failures_are_warning_events() {
+    let plan = sync_pod_plan(&pod_with_resource(), &[], &[], &[], NO_FEATURES);
+    assert_eq!(
+        plan.writes.events,
+        [(
+            "FailedResourceClaimCreation".to_string(),
+            r#"PodResourceClaim acme-resource: resource claim template "my-template": resourceclaimtemplate.resource.k8s.io "my-template" not found"#.to_string()
+        )]
+    );
 }
 
 #[test]
@@ -1592,6 +1662,59 @@ fn extended_resource_claim_events() {
     assert!(!uses_claims(&empty));
 }
 
+/// What the real pod handler plans for `pod` with `claims` in the store.
+fn pod_change(pod: &Pod, deleted: bool, claims: &[ResourceClaim]) -> PodChange {
+    let world = World {
+        claims: RefCell::new(claims.to_vec()),
+        ..World::default()
+    };
+    plan_pod_change(pod, deleted, &world)
+}
+
+#[test]
+fn pod_changes_enqueue_as_upstream_event_handlers() {
+    let extended = || vec!["my-namespace/test-extended-claim".to_string()];
+    // "running-pod-with-extended-resource-claim": nothing queued.
+    let running = pod_with_extended_claim("Running");
+    assert_eq!(pod_change(&running, false, &[]), PodChange::default());
+    // "delete-pod-with-extended-resource-claim"
+    let change = pod_change(&running, true, &[]);
+    assert_eq!((change.claims, change.pod), (extended(), false));
+    // "completed-pod-with-extended-resource-claim", "faled-pod-with-extended-resource-claim"
+    for phase in ["Succeeded", "Failed"] {
+        let change = pod_change(&pod_with_extended_claim(phase), false, &[]);
+        assert_eq!((change.claims, change.pod), (extended(), false), "{phase}");
+    }
+    // A pod without claims is not looked at, deleted or not.
+    assert_eq!(pod_change(&test_pod(), true, &[]), PodChange::default());
+    // A pod whose template claim is missing is synced.
+    let change = pod_change(&pod_with_resource(), false, &[]);
+    assert_eq!((change.claims.len(), change.pod), (0, true));
+    // A deleted pod releases its recorded claim and is not synced.
+    let gone = recorded(&pod_with_resource(), GENERATED);
+    let change = pod_change(&gone, true, &[templated_test_claim()]);
+    assert_eq!(
+        (change.claims, change.pod),
+        (vec![format!("{NS}/{GENERATED}")], false)
+    );
+}
+
+#[test]
+fn a_recorded_claim_another_pod_owns_is_reported_not_synced() {
+    let pod = recorded(&pod_with_resource(), DETERMINISTIC);
+    let foreign = make_claim(DETERMINISTIC, NS, Some(pod_owner(OTHER_POD, OTHER_POD_UID)));
+    let change = pod_change(&pod, false, &[foreign]);
+    assert!(!change.pod);
+    assert_eq!(
+        problems(&change.problems),
+        [(
+            "my-namespace/test-pod",
+            "claim-not-owned",
+            "ResourceClaim my-namespace/test-pod-acme-resource was not created for pod my-namespace/test-pod (pod is not owner); it must be deleted before a claim is created for the pod"
+        )]
+    );
+}
+
 #[test]
 fn claims_to_release_lists_resolved_claims_first() {
     let pod = make_pod(
@@ -1810,6 +1933,55 @@ fn sync_claim_cases() {
             assert!(!is_allocated(updated), "{}", case.name);
         }
     }
+}
+
+#[test]
+fn sync_claim_drops_reservations_no_pod_can_hold() {
+    let claim = reserve_other(
+        &test_claim_reserved(),
+        json!({"resource": "pods", "name": "a/status", "uid": "u1"}),
+    );
+    let plan = sync_claim_plan(&claim, &[pod_with_resource()], &[], &[]);
+    assert_eq!(
+        normalized(plan.after.as_ref().unwrap()),
+        normalized(&test_claim_reserved())
+    );
+    assert_eq!(plan.problems.len(), 1);
+    assert_eq!(plan.problems[0].reason, "invalid-reservation");
+    assert_eq!(
+        plan.problems[0].message,
+        r#"reservedFor names pod "a/status", which no pod can be called; dropped"#
+    );
+}
+
+#[test]
+fn sync_claim_keeps_a_generated_claim_another_pod_names() {
+    // Its owner is done, but a running pod uses the claim by name: nothing would make it again.
+    let done_pod = in_phase(&pod_with_resource(), "Succeeded");
+    let user = make_pod(
+        OTHER_POD,
+        OTHER_POD_UID,
+        json!([{"name": "gpu", "resourceClaimName": DETERMINISTIC}]),
+    );
+    let plan = sync_claim_plan(&test_claim_allocated(), &[done_pod.clone(), user], &[], &[]);
+    assert!(!plan.delete);
+    assert_eq!(plan.problems.len(), 1);
+    assert_eq!(plan.problems[0].reason, "claim-in-use");
+    assert_eq!(
+        plan.problems[0].message,
+        "generated claim my-namespace/test-pod-acme-resource lost its owner pod, but pod my-namespace/test-pod-II uses it by name; not deleted"
+    );
+    // Once that pod is done too, the claim goes.
+    let user_done = in_phase(
+        &make_pod(
+            OTHER_POD,
+            OTHER_POD_UID,
+            json!([{"name": "gpu", "resourceClaimName": DETERMINISTIC}]),
+        ),
+        "Failed",
+    );
+    let plan = sync_claim_plan(&test_claim_allocated(), &[done_pod, user_done], &[], &[]);
+    assert!(plan.delete);
 }
 
 #[test]

@@ -21,13 +21,14 @@
 
 pub mod claims;
 mod error;
+mod plan;
+mod sync;
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::PodResourceClaim;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Resource, ResourceExt};
@@ -38,14 +39,12 @@ use prometheus::{IntCounterVec, IntGaugeVec, Opts};
 use serde_json::json;
 
 use self::claims::{
-    Features, Release, ResolveError, Resolved, claim_from_template, claim_statuses_apply,
-    claims_to_release, delete_unused, finalizer_removed, find_orphan, foreign_claims, gauge_labels,
-    is_for_pod, is_pod_consumer, keep_pod_reservation, needs_admin_access, needs_reservation,
-    owner_pod_uid, pod_claims, pod_is_done, pod_may_get_claims, pod_needs_claims, pod_needs_work,
-    release, reserved_for, reserved_for_pod, resolve, resolved_names, statuses_to_record,
-    template_names, uses_claims,
+    Features, claim_statuses_apply, gauge_labels, needs_admin_access, owner_pod_uid,
+    resolved_names, template_names, uses_claims,
 };
 pub use self::error::ClaimError;
+use self::plan::{Problem, Stores, plan_pod_change};
+use self::sync::Effects;
 use super::{Context, ControllerError, Descriptor};
 use crate::cli::{Controller, FeatureGate};
 use crate::runtime::badinput::BadInput;
@@ -56,7 +55,6 @@ use crate::runtime::lock::lock;
 use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
-use crate::runtime::selector::is_dns1123_subdomain;
 use crate::runtime::stored::{key_of, split_key};
 use crate::runtime::view::Pod;
 use crate::runtime::writer::{ApiWriter, Part, is_not_found};
@@ -135,74 +133,23 @@ struct ResourceClaims {
 }
 
 impl ResourceClaims {
-    /// The claim as this controller last knows it: the store, or its own newer write.
-    fn claim(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaim>> {
-        self.mutations
-            .newest_in(self.claims.store(), namespace, name, Instant::now())
-    }
-
-    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
-        self.pods.store().get(namespace, name)
-    }
-
-    /// The claims the pod controls, including ones created a moment ago.
-    fn owned_claims(&self, pod: &Pod) -> Vec<Arc<ResourceClaim>> {
-        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-        let namespace = pod.namespace().unwrap_or_default();
-        let mut names: Vec<String> = self
-            .claims_by_owner
-            .get(uid)
-            .iter()
-            .map(|key| split_key(key).1.to_string())
-            .collect();
-        names.extend(
-            self.mutations
-                .in_namespace(&namespace, Instant::now(), |c| {
-                    owner_pod_uid(c) == Some(uid)
-                })
-                .iter()
-                .map(|c| c.name_any()),
-        );
-        names.sort();
-        names.dedup();
-        names
-            .iter()
-            .filter_map(|name| self.claim(&namespace, name))
-            .filter(|c| owner_pod_uid(c) == Some(uid))
-            .collect()
-    }
-
-    fn deleted_pod(&self, uid: &str) -> bool {
-        lock(&self.deleted_pods).contains(uid)
-    }
-
-    /// `enqueuePod`: the claims of a pod that no longer needs them, and the pod itself when
-    /// it needs work.
+    /// `enqueuePod`, with the pod's deletion remembered.
     fn enqueue_pod(&self, pod: &Pod, deleted: bool) {
-        if !uses_claims(pod) {
-            return;
-        }
-        let namespace = pod.namespace().unwrap_or_default();
-        if deleted && let Some(uid) = pod.metadata.uid.clone() {
+        if deleted
+            && uses_claims(pod)
+            && let Some(uid) = pod.metadata.uid.clone()
+        {
             lock(&self.deleted_pods).put(uid, ());
         }
-        if !pod_needs_claims(pod, deleted) {
-            for name in claims_to_release(pod) {
-                self.queue.add(Key::Claim(format!("{namespace}/{name}")));
-            }
+        let plan = plan_pod_change(pod, deleted, self);
+        for claim in plan.claims {
+            self.queue.add(Key::Claim(claim));
         }
-        let claim = |name: &str| self.claim(&namespace, name);
-        if pod_needs_work(pod, claim) {
+        if plan.pod {
             self.queue.add(Key::Pod(key_of(pod)));
-        } else if pod_may_get_claims(pod) {
-            for problem in foreign_claims(pod, claim) {
-                self.bad_input.report(
-                    &key_of(pod),
-                    pod.resource_version().as_deref().unwrap_or_default(),
-                    "claim-not-owned",
-                    &format!("{problem}; it must be deleted before a claim is created for the pod"),
-                );
-            }
+        }
+        for problem in &plan.problems {
+            self.report(problem);
         }
     }
 
@@ -272,402 +219,186 @@ impl ResourceClaims {
         }
     }
 
+    fn claims_api(&self, claim: &ResourceClaim) -> Api<ResourceClaim> {
+        Api::namespaced(
+            self.ctx.client.clone(),
+            &claim.namespace().unwrap_or_default(),
+        )
+    }
+
     async fn sync(&self, key: Key) -> Result<(), ControllerError> {
         match &key {
-            Key::Pod(pod) => self.sync_pod(pod).await,
-            Key::Claim(claim) => self.sync_claim(claim).await,
+            Key::Pod(pod) => sync::sync_pod(self, pod).await,
+            Key::Claim(claim) => sync::sync_claim(self, claim).await,
         }
         .map_err(ControllerError::from)
     }
+}
 
-    /// Events never block or fail a sync.
-    fn warn(&self, pod: &Pod, reason: &'static str, note: String) {
-        self.recorder
-            .spawn(pod.object_ref(&()), true, reason, note, "Sync");
+impl Stores for ResourceClaims {
+    fn claim(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaim>> {
+        self.mutations
+            .newest_in(self.claims.store(), namespace, name, Instant::now())
     }
 
-    /// `syncPod`: every claim of the pod exists and is recorded in its status; a pod already
-    /// on a node is reserved on its allocated claims.
-    async fn sync_pod(&self, key: &str) -> Result<(), ClaimError> {
-        let (namespace, name) = split_key(key);
-        let Some(pod) = self.pod(namespace, name) else {
-            return Ok(());
-        };
-        if !pod_may_get_claims(&pod) {
-            return Ok(());
-        }
-        let mut recorded = Vec::new();
-        let mut errors = Vec::new();
-        for pod_claim in pod_claims(&pod) {
-            match self.handle_claim(&pod, pod_claim).await {
-                Ok(Some(claim)) => recorded.push((pod_claim.name.clone(), claim)),
-                Ok(None) => {}
-                Err(err) => {
-                    self.warn(
-                        &pod,
-                        "FailedResourceClaimCreation",
-                        format!("PodResourceClaim {}: {err}", pod_claim.name),
-                    );
-                    errors.push(ClaimError::PodClaim {
-                        pod: key.to_string(),
-                        pod_claim: pod_claim.name.clone(),
-                        source: Box::new(err),
-                    });
-                }
-            }
-        }
-        let mut pod = pod;
-        if !recorded.is_empty() {
-            match self.record_claims(&pod, recorded).await {
-                Ok(updated) => pod = Arc::new(updated),
-                Err(err) => errors.push(err),
-            }
-        }
-        if !errors.is_empty() {
-            return Err(ClaimError::Several(errors));
-        }
-        self.reserve(&pod).await
+    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.pods.store().get(namespace, name)
     }
 
-    /// `handleClaim`: the name of a claim just created (or found orphaned) for `pod_claim`,
-    /// to be recorded in the pod status; `None` when nothing needs recording.
-    async fn handle_claim(
-        &self,
-        pod: &Pod,
-        pod_claim: &PodResourceClaim,
-    ) -> Result<Option<String>, ClaimError> {
+    fn owned_claims(&self, pod: &Pod) -> Vec<Arc<ResourceClaim>> {
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
         let namespace = pod.namespace().unwrap_or_default();
-        if pod_claim.resource_claim_name.is_some()
-            && pod_claim.resource_claim_template_name.is_some()
-        {
-            self.bad_input.report(
-                &key_of(pod),
-                pod.resource_version().as_deref().unwrap_or_default(),
-                "pod-claim-both-sources",
-                &format!(
-                    "spec.resourceClaims {:?} sets both resourceClaimName and resourceClaimTemplateName; using resourceClaimName",
-                    pod_claim.name
-                ),
-            );
-        }
-        match resolve(pod, pod_claim) {
-            Err(ResolveError::NotCreatedYet { .. }) => {}
-            Err(err) => return Err(err.into()),
-            Ok(Resolved::NotNeeded) => return Ok(None),
-            Ok(Resolved::Claim { name, check_owner }) => {
-                if let Some(claim) = self.claim(&namespace, name) {
-                    match is_for_pod(pod, &claim) {
-                        Err(err) if check_owner => tracing::warn!(
-                            pod = key_of(pod),
-                            error = %err,
-                            "claim recorded for the pod is not owned by it; creating a new one"
-                        ),
-                        _ => return Ok(None),
-                    }
-                }
-            }
-        }
-        let Some(template_name) = pod_claim.resource_claim_template_name.as_deref() else {
-            return Ok(None);
-        };
-        if let Some(orphan) = find_orphan(&pod_claim.name, &self.owned_claims(pod)) {
-            return Ok(Some(orphan.name_any()));
-        }
-        let template = self
-            .templates
-            .store()
-            .get(&namespace, template_name)
-            .ok_or_else(|| ClaimError::TemplateNotFound(template_name.to_string()))?;
-        let claim = claim_from_template(pod, pod_claim, &template, self.features)?;
+        let mut names: Vec<String> = self
+            .claims_by_owner
+            .get(uid)
+            .iter()
+            .map(|key| split_key(key).1.to_string())
+            .collect();
+        names.extend(
+            self.mutations
+                .in_namespace(&namespace, Instant::now(), |c| {
+                    owner_pod_uid(c) == Some(uid)
+                })
+                .iter()
+                .map(|c| c.name_any()),
+        );
+        names.sort();
+        names.dedup();
+        names
+            .iter()
+            .filter_map(|name| self.claim(&namespace, name))
+            .filter(|c| owner_pod_uid(c) == Some(uid))
+            .collect()
+    }
+
+    fn deleted_pod(&self, uid: &str) -> bool {
+        lock(&self.deleted_pods).contains(uid)
+    }
+
+    fn template(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaimTemplate>> {
+        self.templates.store().get(namespace, name)
+    }
+
+    fn pods_using(&self, namespace: &str, claim: &str) -> Vec<String> {
+        self.pods_by_claim.get(&format!("{namespace}/{claim}"))
+    }
+}
+
+impl Effects for ResourceClaims {
+    fn features(&self) -> Features {
+        self.features
+    }
+
+    async fn create_claim(&self, claim: &ResourceClaim) -> kube::Result<ResourceClaim> {
         let admin_access = if needs_admin_access(claim.spec.as_ref()) {
             "true"
         } else {
             "false"
         };
-        let api: Api<ResourceClaim> = Api::namespaced(self.ctx.client.clone(), &namespace);
-        match self.writer.create(&api, &claim).await {
-            Ok(created) => {
-                self.creates
-                    .with_label_values(&["success", admin_access])
-                    .inc();
-                let name = created.metadata.name.clone();
-                self.mutations.mutated(created, Instant::now());
-                // Under --shadow nothing was created, so there is no name to record.
-                Ok(name)
-            }
-            Err(err) => {
-                self.creates
-                    .with_label_values(&["failure", admin_access])
-                    .inc();
-                Err(ClaimError::Create(err))
-            }
+        let result = self.writer.create(&self.claims_api(claim), claim).await;
+        let status = if result.is_ok() { "success" } else { "failure" };
+        self.creates
+            .with_label_values(&[status, admin_access])
+            .inc();
+        if let Ok(created) = &result {
+            self.mutations.mutated(created.clone(), Instant::now());
         }
+        result
     }
 
-    /// Server-side apply of `status.resourceClaimStatuses`: the new entries, plus the ones
-    /// already recorded for the pod's other template claims, so the apply removes none.
-    async fn record_claims(
-        &self,
-        pod: &Pod,
-        new: Vec<(String, String)>,
-    ) -> Result<Pod, ClaimError> {
-        let entries = statuses_to_record(pod, &new);
-        let namespace = pod.namespace().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &namespace);
+    async fn record_claims(&self, pod: &Pod, entries: &[(String, String)]) -> kube::Result<Pod> {
+        let api: Api<Pod> = Api::namespaced(
+            self.ctx.client.clone(),
+            &pod.namespace().unwrap_or_default(),
+        );
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        let body = claim_statuses_apply(pod, &entries);
+        let body = claim_statuses_apply(pod, entries);
         self.writer
             .patch(&api, pod, &params, &Patch::Apply(&body), Part::Status)
             .await
-            .map_err(|source| ClaimError::RecordStatuses {
-                pod: key_of(pod),
-                source,
-            })
     }
 
-    /// For a pod bound to a node without the scheduler: reserve its allocated claims.
-    async fn reserve(&self, pod: &Pod) -> Result<(), ClaimError> {
-        if pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .unwrap_or_default()
-            .is_empty()
-        {
-            return Ok(());
-        }
-        let namespace = pod.namespace().unwrap_or_default();
-        for pod_claim in pod_claims(pod) {
-            let (name, check_owner) = match resolve(pod, pod_claim) {
-                // Only under --shadow, where nothing was created or recorded.
-                Err(ResolveError::NotCreatedYet { .. }) => continue,
-                Err(err) => return Err(err.into()),
-                Ok(Resolved::NotNeeded) => continue,
-                Ok(Resolved::Claim { name, check_owner }) => (name, check_owner),
-            };
-            let Some(claim) = self.claim(&namespace, name) else {
-                return Ok(());
-            };
-            if check_owner {
-                is_for_pod(pod, &claim)?;
-            }
-            if !needs_reservation(pod, &claim) {
-                continue;
-            }
-            if reserved_for(&claim).len() >= claims::RESERVED_FOR_MAX {
-                let problem = format!(
-                    "cannot reserve ResourceClaim {namespace}/{name} for pod {}: reservedFor is at its limit of {}",
-                    key_of(pod),
-                    claims::RESERVED_FOR_MAX
-                );
-                if self.bad_input.report(
-                    &format!("{namespace}/{name}"),
-                    claim.resource_version().as_deref().unwrap_or_default(),
-                    "reserved-for-full",
-                    &problem,
-                ) {
-                    self.warn(pod, "FailedResourceClaimReservation", problem);
-                }
-                continue;
-            }
-            let api: Api<ResourceClaim> = Api::namespaced(self.ctx.client.clone(), &namespace);
-            let updated = self
-                .writer
-                .replace_status(&api, &claim, &reserved_for_pod(&claim, pod))
-                .await
-                .map_err(|source| ClaimError::Reserve {
-                    claim: format!("{namespace}/{name}"),
-                    source,
-                })?;
-            self.mutations.mutated(updated, Instant::now());
-        }
-        Ok(())
-    }
-
-    /// Whether a pod reservation still holds: a deleted UID drops it; a pod missing from the
-    /// store is asked for from the API server before its entry is dropped.
-    async fn keeps_reservation(
+    async fn write_claim_status(
         &self,
-        namespace: &str,
-        entry: &k8s_openapi::api::resource::v1::ResourceClaimConsumerReference,
-    ) -> Result<bool, ClaimError> {
-        if self.deleted_pod(&entry.uid) {
-            return Ok(false);
-        }
-
-        if let Some(pod) = self.pod(namespace, &entry.name) {
-            return Ok(keep_pod_reservation(entry, Some(&pod)));
-        }
-        let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), namespace);
-        let live = api
-            .get_opt(&entry.name)
-            .await
-            .map_err(|source| ClaimError::GetPod {
-                pod: format!("{namespace}/{}", entry.name),
-                source,
-            })?;
-        Ok(keep_pod_reservation(entry, live.as_ref()))
-    }
-
-    /// `syncClaim`: stale reservations dropped, the claim deallocated and its finalizer
-    /// removed when it fell out of use, and a generated claim deleted when its pod is done.
-    async fn sync_claim(&self, key: &str) -> Result<(), ClaimError> {
-        let (namespace, name) = split_key(key);
-        let Some(mut claim) = self.claim(namespace, name) else {
-            return Ok(());
-        };
-        let mut remaining = Vec::new();
-        for entry in reserved_for(&claim) {
-            // No pod can have a name that is no DNS subdomain: the entry is stale, and asking
-            // for it would fail (an empty name: upstream stays stuck on the claim) or fetch
-            // something else (`a/status`, `a?b`).
-            if is_pod_consumer(entry) && !is_dns1123_subdomain(&entry.name) {
-                self.bad_input.report(
-                    key,
-                    claim.resource_version().as_deref().unwrap_or_default(),
-                    "invalid-reservation",
-                    &format!(
-                        "reservedFor names pod {:?}, which no pod can be called; dropped",
-                        entry.name
-                    ),
-                );
-                continue;
-            }
-            if !is_pod_consumer(entry) || self.keeps_reservation(namespace, entry).await? {
-                remaining.push(entry.clone());
-            }
-        }
-        let api: Api<ResourceClaim> = Api::namespaced(self.ctx.client.clone(), namespace);
-        match release(&claim, remaining) {
-            Release::Nothing => {}
-            Release::Status(status) => {
-                let mut desired = (*claim).clone();
-                desired.status = Some(status);
-                claim = self.write_status(&api, &claim, &desired).await?;
-                claim = self.remove_finalizer(&api, claim).await?;
-            }
-            Release::Finalize { clear_allocation } => {
-                if clear_allocation {
-                    let mut desired = (*claim).clone();
-                    if let Some(status) = desired.status.as_mut() {
-                        status.allocation = None;
-                    }
-                    claim = self.write_status(&api, &claim, &desired).await?;
-                }
-                claim = self.remove_finalizer(&api, claim).await?;
-            }
-        }
-        let owner = claims::owning_pod(&claim).and_then(|(pod, _)| self.pod(namespace, pod));
-        // Upstream deletes the claim once its owner was replaced or is done. Not while a pod
-        // that will still run names this very claim: nothing would make it again.
-        let unused = delete_unused(&claim, owner.as_deref())
-            && match self.user_by_name(namespace, name) {
-                None => true,
-                Some(user) => {
-                    self.bad_input.report(
-                        key,
-                        claim.resource_version().as_deref().unwrap_or_default(),
-                        "claim-in-use",
-                        &format!(
-                            "generated claim {key} lost its owner pod, but pod {user} uses it by name; not deleted"
-                        ),
-                    );
-                    false
-                }
-            };
-        if unused {
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: claim.metadata.uid.clone(),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
-            match self.writer.delete(&api, &claim, &params).await {
-                Ok(()) => {}
-                Err(err) if is_not_found(&err) => {}
-                Err(source) => {
-                    return Err(ClaimError::Delete {
-                        claim: key.to_string(),
-                        source,
-                    });
-                }
-            }
-            self.mutations.deleted(&claim, Instant::now());
-        }
-        Ok(())
-    }
-
-    /// A pod that is not done and names the claim in `resourceClaimName`.
-    fn user_by_name(&self, namespace: &str, claim: &str) -> Option<String> {
-        self.pods_by_claim
-            .get(&format!("{namespace}/{claim}"))
-            .into_iter()
-            .find(|pod_key| {
-                let (ns, name) = split_key(pod_key);
-                self.pod(ns, name).is_some_and(|pod| {
-                    !pod_is_done(&pod)
-                        && pod_claims(&pod)
-                            .iter()
-                            .any(|pc| pc.resource_claim_name.as_deref() == Some(claim))
-                })
-            })
-    }
-
-    async fn write_status(
-        &self,
-        api: &Api<ResourceClaim>,
         live: &ResourceClaim,
         desired: &ResourceClaim,
-    ) -> Result<Arc<ResourceClaim>, ClaimError> {
+    ) -> kube::Result<ResourceClaim> {
         let updated = self
             .writer
-            .replace_status(api, live, desired)
-            .await
-            .map_err(|source| ClaimError::WriteStatus {
-                claim: key_of(live),
-                source,
-            })?;
+            .replace_status(&self.claims_api(live), live, desired)
+            .await?;
         self.mutations.mutated(updated.clone(), Instant::now());
-        Ok(Arc::new(updated))
+        Ok(updated)
     }
 
-    /// Removes the builtin finalizer from an unallocated claim. A merge patch carrying the
-    /// resourceVersion, so a concurrent change conflicts as upstream's Update does, without
-    /// writing back the stored copy (which lacks managedFields and kubectl's annotation).
-    async fn remove_finalizer(
+    /// A merge patch carrying the resourceVersion, so a concurrent change conflicts as
+    /// upstream's Update does, without writing back the stored copy (which lacks
+    /// managedFields and kubectl's annotation).
+    async fn write_finalizers(
         &self,
-        api: &Api<ResourceClaim>,
-        claim: Arc<ResourceClaim>,
-    ) -> Result<Arc<ResourceClaim>, ClaimError> {
-        let Some(desired) = finalizer_removed(&claim) else {
-            return Ok(claim);
-        };
+        live: &ResourceClaim,
+        desired: &ResourceClaim,
+    ) -> kube::Result<ResourceClaim> {
         let patch = json!({
             "metadata": {
-                "resourceVersion": claim.resource_version(),
+                "resourceVersion": live.resource_version(),
                 "finalizers": desired.finalizers(),
             }
         });
         let updated = self
             .writer
             .patch(
-                api,
-                &claim,
+                &self.claims_api(live),
+                live,
                 &PatchParams::default(),
                 &Patch::Merge(&patch),
                 Part::Whole,
             )
-            .await
-            .map_err(|source| ClaimError::RemoveFinalizer {
-                claim: key_of(claim.as_ref()),
-                source,
-            })?;
+            .await?;
         self.mutations.mutated(updated.clone(), Instant::now());
-        Ok(Arc::new(updated))
+        Ok(updated)
+    }
+
+    async fn delete_claim(&self, claim: &ResourceClaim) -> kube::Result<()> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: claim.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self
+            .writer
+            .delete(&self.claims_api(claim), claim, &params)
+            .await
+        {
+            Ok(()) => {}
+            Err(err) if is_not_found(&err) => {}
+            Err(err) => return Err(err),
+        }
+        self.mutations.deleted(claim, Instant::now());
+        Ok(())
+    }
+
+    async fn get_pod(&self, namespace: &str, name: &str) -> kube::Result<Option<Pod>> {
+        let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), namespace);
+        api.get_opt(name).await
+    }
+
+    fn report(&self, problem: &Problem) -> bool {
+        self.bad_input.report(
+            &problem.object,
+            &problem.version,
+            problem.reason,
+            &problem.message,
+        )
+    }
+
+    fn warn(&self, pod: &Pod, reason: &'static str, note: String) {
+        self.recorder
+            .spawn(pod.object_ref(&()), true, reason, note, "Sync");
     }
 }
-
 /// `resourceclaim_controller_resource_claims`: claims by allocated, admin_access and source,
 /// counted from the shared store at scrape time, as upstream's custom collector does.
 struct ClaimGauge {

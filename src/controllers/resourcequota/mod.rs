@@ -13,6 +13,7 @@ pub mod discovery;
 mod error;
 pub mod evaluator;
 mod names;
+pub mod plan;
 pub mod scope;
 pub mod status;
 #[cfg(test)]
@@ -35,9 +36,9 @@ use self::discovery::{Quotable, quotable, referenced_counts};
 pub use self::error::{QuotaError, UsageError};
 use self::evaluator::object_count::ObjectCount;
 use self::evaluator::{REGISTRY, Registered, Replenish, Snapshot};
-use self::scope::{QuotaScope, parse_scope};
-use self::status::{candidates, hard_changed, needs_priority, next_status};
-use self::usage::{ResourceList, add_lists, mask_list, out_of_range_names};
+use self::plan::{plan_sync, quota_scope, tracked};
+use self::scope::QuotaScope;
+use self::status::{hard_changed, needs_priority};
 use super::{Context, ControllerError, Descriptor};
 use crate::cli::Controller;
 use crate::runtime::badinput::BadInput;
@@ -45,7 +46,6 @@ use crate::runtime::counter::{CountChange, ObjectCounter};
 use crate::runtime::informer::{Change, Informer};
 use crate::runtime::lock::lock;
 use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
-use crate::runtime::quantity::Quantity;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
 use crate::runtime::stored::split_key;
@@ -141,63 +141,7 @@ impl Quota {
         self.typed.iter().cloned().chain(counts).collect()
     }
 
-    /// `CalculateUsage`: every evaluator's usage for the names it tracks; a failing evaluator's
-    /// names drop out (they keep their previous values) and its error is returned.
-    fn calculate(&self, quota: &ResourceQuota) -> (ResourceList, Vec<QuotaError>) {
-        let ns = quota.namespace().unwrap_or_default();
-        let spec = quota.spec.clone().unwrap_or_default();
-        let scope = quota_scope(quota);
-        let (quota_key, version) = (key(quota), quota.resource_version().unwrap_or_default());
-        for problem in scope.selector_problems() {
-            self.bad
-                .report(&quota_key, &version, "invalid-scope-selector", &problem);
-        }
-        // A limit that does not parse is copied to status.hard as written (and compared as
-        // text), but it is bad input all the same.
-        for (name, limit) in spec.hard.iter().flatten() {
-            if let Err(err) = Quantity::try_from(limit) {
-                let problem = format!(
-                    "spec.hard[{name}]: invalid quantity {:?}: {err}; copied to status.hard as written",
-                    limit.0
-                );
-                self.bad
-                    .report(&quota_key, &version, "invalid-quantity", &problem);
-            }
-        }
-        let at = self.snapshot();
-        let evaluators = self.evaluators();
-        let mut remaining: Vec<String> = candidates(quota, |n| tracked(&evaluators, n, &at));
-        let mut total = ResourceList::new();
-        let mut errors = Vec::new();
-        // A total past the exact range would be a wrong (too low) status: such a name keeps
-        // its previous value, or stays unset, which quota admission treats as unknown.
-        let mut out_of_range = BTreeSet::new();
-        for evaluator in &evaluators {
-            let names = evaluator.matching(&remaining, &at);
-            if names.is_empty() {
-                continue;
-            }
-            match evaluator.usage(&ns, &scope, &names, &at) {
-                Ok(usage) => {
-                    let sum = add_lists(&total, &usage.list);
-                    let problems = usage.problems.iter().chain(&sum.problems);
-                    for problem in problems.clone() {
-                        self.bad
-                            .report(&quota_key, &version, "invalid-quantity", problem);
-                    }
-                    out_of_range.extend(out_of_range_names(problems));
-                    total = sum.list;
-                }
-                Err(err) => {
-                    errors.push(err.into());
-                    remaining.retain(|n| !names.contains(n));
-                }
-            }
-        }
-        remaining.retain(|n| !out_of_range.contains(n));
-        (mask_list(&total, &remaining), errors)
-    }
-
+    /// Performs the quota's plan: reports its bad input, writes its status.
     async fn sync(&self, quota_key: String) -> Result<(), ControllerError> {
         let (ns, name) = split_key(&quota_key);
         let Some(quota) = self
@@ -207,8 +151,13 @@ impl Quota {
             return Ok(());
         };
         self.ensure_counters(hard_names(&quota).iter());
-        let (computed, mut errors) = self.calculate(&quota);
-        if let Some(status) = next_status(&quota, &computed) {
+        let plan = plan_sync(&quota, &self.evaluators(), &self.snapshot());
+        let version = quota.resource_version().unwrap_or_default();
+        for (reason, problem) in &plan.problems {
+            self.bad.report(&quota_key, &version, reason, problem);
+        }
+        let mut errors: Vec<QuotaError> = plan.errors.into_iter().map(Into::into).collect();
+        if let Some(status) = plan.status {
             let mut desired = (*quota).clone();
             desired.status = Some(status);
             let api: Api<ResourceQuota> = Api::namespaced(self.ctx.client.clone(), ns);
@@ -401,22 +350,6 @@ impl Quota {
         self.ensure_counters(all_hard.iter());
         self.prune_counters();
     }
-}
-
-fn quota_scope(quota: &ResourceQuota) -> QuotaScope {
-    let spec = quota.spec.as_ref();
-    parse_scope(
-        spec.and_then(|s| s.scopes.as_deref()).unwrap_or_default(),
-        spec.and_then(|s| s.scope_selector.as_ref()),
-    )
-}
-
-/// Whether some evaluator covers the quota resource `name`.
-fn tracked(evaluators: &[Arc<dyn Registered>], name: &str, at: &Snapshot) -> bool {
-    let names = [name.to_string()];
-    evaluators
-        .iter()
-        .any(|e| !e.matching(&names, at).is_empty())
 }
 
 /// Every namespaced resource that supports create, list, watch and delete.

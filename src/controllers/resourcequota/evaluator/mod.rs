@@ -221,17 +221,38 @@ pub async fn start(client: &Client, informers: &Informers) -> Vec<Arc<dyn Regist
     started
 }
 
+/// Where a typed evaluator reads its objects: the shared informer of their type (in unit
+/// tests, a plain list).
+pub trait Objects<K>: Send + Sync {
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>>;
+    fn in_namespace(&self, namespace: &str) -> Vec<Arc<K>>;
+}
+
+impl<K: Stored> Objects<K> for Informer<K> {
+    fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        self.store().get(namespace, name)
+    }
+
+    fn in_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
+        Informer::in_namespace(self, namespace)
+    }
+}
+
 /// A typed evaluator with its objects: their store, and the usage totals kept from it.
 pub struct Typed<E: Evaluator> {
     evaluator: E,
-    store: Arc<Informer<E::Object>>,
+    store: Arc<dyn Objects<E::Object>>,
     totals: Totals<E::Object, E::Context>,
 }
 
 impl<E: Evaluator> Typed<E> {
     fn start(informers: &Informers) -> Arc<dyn Registered> {
-        let store = informers.get::<E::Object>();
         E::start_reads(informers);
+        Self::over(informers.get::<E::Object>())
+    }
+
+    /// The evaluator over `store`, its totals empty.
+    pub(crate) fn over(store: Arc<dyn Objects<E::Object>>) -> Arc<dyn Registered> {
         Arc::new(Self {
             evaluator: E::default(),
             store,
@@ -291,7 +312,7 @@ impl<E: Evaluator> Registered for Typed<E> {
             let at = Snapshot::new(Time(clock()), &informers);
             let (ns, name) = (object.namespace().unwrap_or_default(), object.name_any());
             // The totals count what the store holds now.
-            let current = self.store.store().get(&ns, &name);
+            let current = self.store.get(&ns, &name);
             self.totals
                 .refresh(&self.evaluator, &ns, &name, current, &at);
             let matters = match &change {
