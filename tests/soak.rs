@@ -31,7 +31,7 @@ use kcm::controllers::resourcequota::status::next_status;
 use kcm::controllers::resourcequota::usage::{mask_list, sum_usage};
 use kcm::controllers::storageversiongc::gc::{self, Outcome};
 use kcm::controllers::ttl::boundaries::{BOUNDARIES, TTL_ANNOTATION};
-use kcm::runtime::view::Pod as PodView;
+use kcm::runtime::view::{Pod as PodView, WatchedPod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use kube_testserver::{Fault, TestServer};
@@ -420,11 +420,14 @@ async fn converged(client: &Client) -> Result<(), String> {
     let now = now();
     for ns in NAMESPACES.iter().chain([&FIXED]) {
         // Listed as kcm stores them: straight into views.
-        let pods: Vec<PodView> = Api::<PodView>::namespaced(client.clone(), ns)
+        let pods: Vec<PodView> = Api::<WatchedPod>::namespaced(client.clone(), ns)
             .list(&ListParams::default())
             .await
             .map_err(|e| e.to_string())?
-            .items;
+            .items
+            .into_iter()
+            .map(PodView::from)
+            .collect();
         for quota in Api::<ResourceQuota>::namespaced(client.clone(), ns)
             .list(&ListParams::default())
             .await

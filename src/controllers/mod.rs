@@ -23,6 +23,7 @@ use crate::runtime::rbac::Rule;
 use crate::runtime::startup::Startup;
 use crate::runtime::stored::Stored;
 use crate::runtime::writer::ApiWriter;
+use kube::Resource;
 
 /// What a controller runs with.
 #[derive(Clone)]
@@ -129,7 +130,7 @@ impl Context {
         let informer = self.informers.get::<K>();
         let store = informer.store().clone();
         self.startup
-            .store(K::plural(&()).to_string(), move || store.len());
+            .store(K::Watched::plural(&()).to_string(), move || store.len());
         let task = tokio::spawn(feed(
             informer.subscribe(),
             queue.clone(),

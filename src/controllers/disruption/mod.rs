@@ -36,7 +36,7 @@ use crate::runtime::queue::{WorkQueue, run_workers};
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector;
 use crate::runtime::stored::{Stored, key_of, split_key};
-use crate::runtime::view::Pod;
+use crate::runtime::view::{Pod, WatchedPod};
 use crate::runtime::writer::{ApiWriter, error_text};
 
 const CONTROLLER: &str = "disruption-controller";
@@ -140,12 +140,7 @@ impl Disruption {
                     &pod.name_any(),
                     &first.name_any(),
                 );
-                self.event(
-                    pod.object_ref(&()),
-                    true,
-                    "MultiplePodDisruptionBudgets",
-                    note,
-                );
+                self.event(pod.object_ref(), true, "MultiplePodDisruptionBudgets", note);
             }
         }
         if check_stale && let Some(wait) = stale_disruption_wait(&pod, &self.now()) {
@@ -291,7 +286,7 @@ impl Disruption {
         for name in &disrupted.expired {
             if let Some(pod) = pods.iter().find(|p| &p.name_any() == name) {
                 self.event(
-                    pod.object_ref(&()),
+                    pod.object_ref(),
                     true,
                     "NotDeleted",
                     messages::not_deleted(&pdb_ns),
@@ -330,12 +325,16 @@ impl Disruption {
         if !self.pods.is_failing() {
             return Ok(self.pods.in_namespace(namespace));
         }
-        let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), namespace);
+        let api: Api<WatchedPod> = Api::namespaced(self.ctx.client.clone(), namespace);
         let list = api
             .list(&kube::api::ListParams::default())
             .await
             .map_err(|e| SyncError::Failed(format!("Failed to get pods: {}", error_text(&e))))?;
-        Ok(list.items.into_iter().map(Arc::new).collect())
+        Ok(list
+            .items
+            .into_iter()
+            .map(|pod| Arc::new(pod.into()))
+            .collect())
     }
 
     /// Resets a DisruptionTarget condition that nobody acted on within two minutes.
@@ -399,10 +398,7 @@ impl Disruption {
         if replicas(old) == replicas(new) {
             return;
         }
-        for pdb in self
-            .pdbs
-            .in_namespace(new.meta().namespace.as_deref().unwrap_or_default())
-        {
+        for pdb in self.pdbs.in_namespace(new.place().0) {
             queue.add(key_of(pdb.as_ref()));
         }
     }

@@ -28,8 +28,8 @@ use std::time::Instant;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::PodResourceClaim;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use kube::{Resource, ResourceExt};
 use lru::LruCache;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
@@ -56,7 +56,7 @@ use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector::is_dns1123_subdomain;
 use crate::runtime::stored::{key_of, split_key};
-use crate::runtime::view::Pod;
+use crate::runtime::view::{Pod, WatchedPod};
 use crate::runtime::writer::{ApiWriter, error_text};
 
 const CONTROLLER: &str = "resourceclaim-controller";
@@ -283,7 +283,7 @@ impl ResourceClaims {
     /// Events never block or fail a sync.
     fn warn(&self, pod: &Pod, reason: &'static str, note: String) {
         let recorder = self.recorder.clone();
-        let regarding = pod.object_ref(&());
+        let regarding = pod.object_ref();
         tokio::spawn(async move {
             recorder
                 .publish(&regarding, true, reason, note, "Sync")
@@ -419,12 +419,13 @@ impl ResourceClaims {
     async fn record_claims(&self, pod: &Pod, new: Vec<(String, String)>) -> Result<Pod, String> {
         let entries = statuses_to_record(pod, &new);
         let namespace = pod.namespace().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), &namespace);
+        let api: Api<WatchedPod> = Api::namespaced(self.ctx.client.clone(), &namespace);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let body = claim_statuses_apply(pod, &entries);
         self.writer
-            .patch_status(&api, pod, &params, &Patch::Apply(&body))
+            .patch_status(&api, &pod.into(), &params, &Patch::Apply(&body))
             .await
+            .map(Pod::from)
             .map_err(|err| {
                 format!(
                     "update pod {} ResourceClaimStatuses: {}",
@@ -509,11 +510,12 @@ impl ResourceClaims {
         if let Some(pod) = self.pod(namespace, &entry.name) {
             return Ok(keep_pod_reservation(entry, Some(&pod)));
         }
-        let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), namespace);
+        let api: Api<WatchedPod> = Api::namespaced(self.ctx.client.clone(), namespace);
         let live = api
             .get_opt(&entry.name)
             .await
-            .map_err(|err| format!("get pod {namespace}/{}: {}", entry.name, error_text(&err)))?;
+            .map_err(|err| format!("get pod {namespace}/{}: {}", entry.name, error_text(&err)))?
+            .map(Pod::from);
         Ok(keep_pod_reservation(entry, live.as_ref()))
     }
 
