@@ -507,7 +507,7 @@ async fn converged(client: &Client) -> Result<(), String> {
                 c.name_any() == claim_name
                     && c.owner_references()
                         .iter()
-                        .any(|o| Some(&o.uid) == pod.metadata.uid.as_ref())
+                        .any(|o| Some(o.uid.as_str()) == pod.metadata.uid.as_deref())
             });
             if !owned {
                 return Err(format!(
@@ -518,7 +518,9 @@ async fn converged(client: &Client) -> Result<(), String> {
         }
         for claim in &claims {
             let owner = claim.owner_references().first().map(|o| o.uid.clone());
-            let live = pods.iter().find(|p| p.metadata.uid == owner);
+            let live = pods
+                .iter()
+                .find(|p| p.metadata.uid.as_deref() == owner.as_deref());
             let keep = live.is_some_and(|p| {
                 !matches!(
                     p.status.as_ref().and_then(|s| s.phase.as_deref()),

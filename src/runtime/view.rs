@@ -45,11 +45,12 @@ struct MetaWire {
     deletion_grace_period_seconds: Option<i64>,
     deletion_timestamp: Option<Time>,
     labels: Option<Labels>,
-    name: Option<String>,
-    namespace: Option<String>,
+    name: Option<Box<str>>,
+    #[serde(default, deserialize_with = "interned_opt")]
+    namespace: Option<Arc<str>>,
     owner_references: Option<Vec<OwnerRef>>,
     resource_version: Option<String>,
-    uid: Option<String>,
+    uid: Option<Box<str>>,
 }
 
 /// A pod as it comes over the wire, before its metadata is split (see [`Pod`]).
@@ -396,13 +397,14 @@ pub struct PodMeta {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<Time>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
+    /// Interned: the pods of a namespace share its name.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Arc<str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub resource_version: Option<String>,
+    pub resource_version: Option<Box<str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub uid: Option<String>,
+    pub uid: Option<Box<str>>,
 }
 
 impl From<MetaWire> for PodMeta {
@@ -412,15 +414,15 @@ impl From<MetaWire> for PodMeta {
             deletion_timestamp: meta.deletion_timestamp,
             name: meta.name,
             namespace: meta.namespace,
-            resource_version: meta.resource_version,
+            resource_version: meta.resource_version.map(String::into_boxed_str),
             uid: meta.uid,
         }
     }
 }
 
 /// A pod as kube's watcher and `Api` hand it over: `kube::Resource` needs an [`ObjectMeta`]
-/// (for resourceVersion), which holds [`PodMeta`]'s fields here while `pod.metadata` is
-/// empty. It lives only until the store turns it into a [`Pod`], moving those fields over.
+/// for the resourceVersion, which is all it holds here; the rest of the metadata is in
+/// `pod`. It lives only until the store turns it into a [`Pod`], moving the version over.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(from = "PodWire")]
 pub struct WatchedPod {
@@ -430,44 +432,25 @@ pub struct WatchedPod {
 
 impl From<PodWire> for WatchedPod {
     fn from(mut wire: PodWire) -> Self {
-        let meta = std::mem::take(&mut wire.metadata);
-        let pod = Pod::from(PodWire {
-            metadata: MetaWire {
-                labels: meta.labels,
-                owner_references: meta.owner_references,
-                ..MetaWire::default()
-            },
-            ..wire
-        });
+        let resource_version = wire.metadata.resource_version.take();
         WatchedPod {
             metadata: ObjectMeta {
-                deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
-                deletion_timestamp: meta.deletion_timestamp,
-                name: meta.name,
-                namespace: meta.namespace,
-                resource_version: meta.resource_version,
-                uid: meta.uid,
+                resource_version,
                 ..ObjectMeta::default()
             },
-            pod,
+            pod: wire.into(),
         }
     }
 }
 
 impl From<WatchedPod> for Pod {
     fn from(watched: WatchedPod) -> Self {
-        let meta = watched.metadata;
-        Pod {
-            metadata: PodMeta {
-                deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
-                deletion_timestamp: meta.deletion_timestamp,
-                name: meta.name,
-                namespace: meta.namespace,
-                resource_version: meta.resource_version,
-                uid: meta.uid,
-            },
-            ..watched.pod
-        }
+        let mut pod = watched.pod;
+        pod.metadata.resource_version = watched
+            .metadata
+            .resource_version
+            .map(String::into_boxed_str);
+        pod
     }
 }
 
@@ -477,25 +460,20 @@ impl From<&Pod> for WatchedPod {
         let meta = &pod.metadata;
         WatchedPod {
             metadata: ObjectMeta {
-                deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
-                deletion_timestamp: meta.deletion_timestamp.clone(),
-                name: meta.name.clone(),
-                namespace: meta.namespace.clone(),
-                resource_version: meta.resource_version.clone(),
-                uid: meta.uid.clone(),
+                name: meta.name.as_deref().map(String::from),
+                namespace: meta.namespace.as_deref().map(String::from),
+                resource_version: meta.resource_version.as_deref().map(String::from),
+                uid: meta.uid.as_deref().map(String::from),
                 ..ObjectMeta::default()
             },
-            pod: Pod {
-                metadata: PodMeta::default(),
-                ..pod.clone()
-            },
+            pod: pod.clone(),
         }
     }
 }
 
 impl Serialize for WatchedPod {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        Pod::from(self.clone()).serialize(s)
+        self.pod.serialize(s)
     }
 }
 
@@ -585,22 +563,26 @@ impl Pod {
 
     /// `ResourceExt::name_any`: the name (a stored pod always has one).
     pub fn name_any(&self) -> String {
-        self.metadata.name.clone().unwrap_or_default()
+        self.metadata
+            .name
+            .as_deref()
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// `ResourceExt::namespace`.
     pub fn namespace(&self) -> Option<String> {
-        self.metadata.namespace.clone()
+        self.metadata.namespace.as_deref().map(String::from)
     }
 
     /// `ResourceExt::uid`.
     pub fn uid(&self) -> Option<String> {
-        self.metadata.uid.clone()
+        self.metadata.uid.as_deref().map(String::from)
     }
 
     /// `ResourceExt::resource_version`.
     pub fn resource_version(&self) -> Option<String> {
-        self.metadata.resource_version.clone()
+        self.metadata.resource_version.as_deref().map(String::from)
     }
 
     /// `Resource::object_ref`, for events about the pod.

@@ -180,7 +180,7 @@ impl ResourceClaims {
             return;
         }
         let namespace = pod.namespace().unwrap_or_default();
-        if deleted && let Some(uid) = pod.metadata.uid.clone() {
+        if deleted && let Some(uid) = pod.uid() {
             self.deleted_pods
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
