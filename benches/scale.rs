@@ -556,9 +556,16 @@ async fn main() {
         .ok()
         .or_else(|| std::env::args().skip(1).find(|a| !a.starts_with('-')));
     let wanted = wanted.as_deref().unwrap_or("a");
-    let Some(size) = SIZES.iter().copied().find(|s| s.name == wanted) else {
+    let Some(mut size) = SIZES.iter().copied().find(|s| s.name == wanted) else {
         panic!("unknown size {wanted:?}: a, b or tiny");
     };
+    if let Some(pods) = std::env::var("KCM_SCALE_PODS")
+        .ok()
+        .and_then(|p| p.parse().ok())
+    {
+        size.pods = pods;
+    }
+    let sync_only = std::env::var_os("KCM_SCALE_SYNC_ONLY").is_some();
     let timeout = Duration::from_secs(
         std::env::var("KCM_SCALE_TIMEOUT_SECS")
             .ok()
@@ -636,7 +643,7 @@ async fn main() {
         let counts = metric_by_label(&kcm.metrics().await, "kcm_store_objects", "resource");
         if stores
             .iter()
-            .all(|(r, want)| counts.get(*r).is_some_and(|c| *c >= *want as f64))
+            .all(|(r, want)| counts.get(*r).map_or(*want == 0, |c| *c >= *want as f64))
         {
             rss_after_sync = Some((start.elapsed(), rss_mib(pid)));
             break;
@@ -659,6 +666,9 @@ async fn main() {
             rss_sync * 1024.0 * 1024.0 / objects as f64
         ),
     );
+    if sync_only {
+        return;
+    }
 
     let done = converge(&checker, &model, start, timeout, poll).await;
     let (cpu_cold, peak_cold) = usage(pid);

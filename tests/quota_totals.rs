@@ -283,7 +283,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
         match op {
             Op::Upsert(i, shape) => {
                 let name = NAMES[i];
-                let uid = world.store.get(name).and_then(|p| p.metadata.uid.clone());
+                let uid = world.store.get(name).and_then(|p| p.uid());
                 let pod = world.build(name, &shape, uid);
                 world.store.insert(name.to_string(), pod);
                 refresh(&totals, &world, name);
@@ -298,7 +298,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 };
                 let mut pod = (**pod).clone();
                 world.next_rv += 1;
-                pod.metadata.resource_version = Some(world.next_rv.to_string());
+                pod.metadata.resource_version = Some(world.next_rv.to_string().into());
                 pod.metadata.deletion_timestamp = Some(world.time());
                 pod.metadata.deletion_grace_period_seconds = Some(grace);
                 world.store.insert(NAMES[i].to_string(), Arc::new(pod));
@@ -319,7 +319,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                                 .insert(name.to_string(), Arc::new((*old).clone()));
                         }
                         1 => {
-                            let pod = world.build(name, &shape, old.metadata.uid.clone());
+                            let pod = world.build(name, &shape, old.uid());
                             world.store.insert(name.to_string(), pod);
                             announce.push(*name);
                         }

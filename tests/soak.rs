@@ -31,7 +31,7 @@ use kcm::controllers::resourcequota::status::next_status;
 use kcm::controllers::resourcequota::usage::{mask_list, sum_usage};
 use kcm::controllers::storageversiongc::gc::{self, Outcome};
 use kcm::controllers::ttl::boundaries::{BOUNDARIES, TTL_ANNOTATION};
-use kcm::runtime::view::Pod as PodView;
+use kcm::runtime::view::{Pod as PodView, WatchedPod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use kube_testserver::{Fault, TestServer};
@@ -420,11 +420,14 @@ async fn converged(client: &Client) -> Result<(), String> {
     let now = now();
     for ns in NAMESPACES.iter().chain([&FIXED]) {
         // Listed as kcm stores them: straight into views.
-        let pods: Vec<PodView> = Api::<PodView>::namespaced(client.clone(), ns)
+        let pods: Vec<PodView> = Api::<WatchedPod>::namespaced(client.clone(), ns)
             .list(&ListParams::default())
             .await
             .map_err(|e| e.to_string())?
-            .items;
+            .items
+            .into_iter()
+            .map(PodView::from)
+            .collect();
         for quota in Api::<ResourceQuota>::namespaced(client.clone(), ns)
             .list(&ListParams::default())
             .await
@@ -506,7 +509,7 @@ async fn converged(client: &Client) -> Result<(), String> {
                 c.name_any() == claim_name
                     && c.owner_references()
                         .iter()
-                        .any(|o| Some(&o.uid) == pod.metadata.uid.as_ref())
+                        .any(|o| Some(o.uid.as_str()) == pod.metadata.uid.as_deref())
             });
             if !owned {
                 return Err(format!(
@@ -517,7 +520,9 @@ async fn converged(client: &Client) -> Result<(), String> {
         }
         for claim in &claims {
             let owner = claim.owner_references().first().map(|o| o.uid.clone());
-            let live = pods.iter().find(|p| p.metadata.uid == owner);
+            let live = pods
+                .iter()
+                .find(|p| p.metadata.uid.as_deref() == owner.as_deref());
             let keep = live.is_some_and(|p| {
                 !matches!(
                     p.status.as_ref().and_then(|s| s.phase.as_deref()),

@@ -24,6 +24,8 @@ use super::informer::{Change, Informers, feed};
 use super::metrics::Metrics;
 use super::queue::{QueueKey, WorkQueue, run_workers};
 use super::startup::Startup;
+use kube::Resource;
+
 use super::stored::Stored;
 
 /// A task of the controller ended by panicking (or was aborted) instead of returning.
@@ -91,7 +93,7 @@ impl ControllerBuilder {
         let informer = self.informers.get::<K>();
         let store = informer.store().clone();
         self.feed(
-            K::plural(&()).to_string(),
+            K::Watched::plural(&()).to_string(),
             move || store.len(),
             informer.subscribe(),
             queue,

@@ -4,7 +4,9 @@
 //! which kube-runtime's shared-stream subscribers never see (kube-rs#1590).
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
+use std::borrow::Borrow;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use futures::StreamExt;
@@ -12,7 +14,7 @@ use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 use kube::runtime::watcher::Event;
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, Resource};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -56,16 +58,42 @@ impl<K> Clone for Change<K> {
 /// an `ObjectRef` (a second copy of its name and namespace plus its uid and resourceVersion),
 /// deep-copies each object it applies (so a change notification needs a copy of its own),
 /// and has no namespace index, which kcm used to keep beside it as a second map. Here the
-/// namespace map is the index, a namespace's name is held once for all its objects, and the
-/// `Arc` a watch event is turned into is the one stored, indexed and sent to subscribers.
+/// namespace map is the index, a namespace's name is held once for all its objects, an
+/// object's name is not copied into a key (the set is keyed by the name the object holds),
+/// and the `Arc` a watch event is turned into is the one stored, indexed and sent to
+/// subscribers.
 pub struct Store<K> {
     objects: Arc<RwLock<Objects<K>>>,
 }
 
 struct Objects<K> {
-    by_namespace: HashMap<String, HashMap<String, Arc<K>>>,
+    by_namespace: HashMap<String, HashSet<Named<K>>>,
     len: usize,
 }
+
+/// A stored object in its namespace's set, hashed and compared by its own name, so the set
+/// needs no copy of the name as a key.
+struct Named<K>(Arc<K>);
+
+impl<K: Stored> Borrow<str> for Named<K> {
+    fn borrow(&self) -> &str {
+        self.0.place().1
+    }
+}
+
+impl<K: Stored> Hash for Named<K> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.place().1.hash(state);
+    }
+}
+
+impl<K: Stored> PartialEq for Named<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.place().1 == other.0.place().1
+    }
+}
+
+impl<K: Stored> Eq for Named<K> {}
 
 impl<K> Default for Objects<K> {
     fn default() -> Self {
@@ -76,25 +104,24 @@ impl<K> Default for Objects<K> {
     }
 }
 
-impl<K: Resource> Objects<K> {
+impl<K: Stored> Objects<K> {
     /// Puts `obj` in, returning the version it replaced.
     fn insert(&mut self, obj: Arc<K>) -> Option<Arc<K>> {
-        let (ns, name) = place(obj.as_ref());
+        let ns = obj.place().0;
         let names = match self.by_namespace.get_mut(ns) {
             Some(names) => names,
             None => self.by_namespace.entry(ns.to_string()).or_default(),
         };
-        let old = names.insert(name.to_string(), obj);
+        let old = names.replace(Named(obj)).map(|old| old.0);
         self.len += usize::from(old.is_none());
         old
     }
 
-    fn remove(&mut self, obj: &K) -> Option<Arc<K>> {
-        let (ns, name) = place(obj);
-        let names = self.by_namespace.get_mut(ns)?;
-        let removed = names.remove(name);
+    fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        let names = self.by_namespace.get_mut(namespace)?;
+        let removed = names.take(name).map(|removed| removed.0);
         if names.is_empty() {
-            self.by_namespace.remove(ns);
+            self.by_namespace.remove(namespace);
         }
         self.len -= usize::from(removed.is_some());
         removed
@@ -103,7 +130,7 @@ impl<K: Resource> Objects<K> {
     fn contains(&self, namespace: &str, name: &str) -> bool {
         self.by_namespace
             .get(namespace)
-            .is_some_and(|names| names.contains_key(name))
+            .is_some_and(|names| names.contains(name))
     }
 }
 
@@ -115,7 +142,7 @@ impl<K> Clone for Store<K> {
     }
 }
 
-impl<K: Resource> Store<K> {
+impl<K: Stored> Store<K> {
     fn new() -> Self {
         Self {
             objects: Arc::new(RwLock::new(Objects::default())),
@@ -132,7 +159,14 @@ impl<K: Resource> Store<K> {
 
     /// The object `namespace/name` ("" namespace for cluster-scoped ones).
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
-        self.read().by_namespace.get(namespace)?.get(name).cloned()
+        Some(
+            self.read()
+                .by_namespace
+                .get(namespace)?
+                .get(name)?
+                .0
+                .clone(),
+        )
     }
 
     /// Every stored object.
@@ -140,7 +174,7 @@ impl<K: Resource> Store<K> {
         self.read()
             .by_namespace
             .values()
-            .flat_map(|names| names.values().cloned())
+            .flat_map(|names| names.iter().map(|named| named.0.clone()))
             .collect()
     }
 
@@ -149,7 +183,7 @@ impl<K: Resource> Store<K> {
         self.read()
             .by_namespace
             .get(namespace)
-            .map(|names| names.values().cloned().collect())
+            .map(|names| names.iter().map(|named| named.0.clone()).collect())
             .unwrap_or_default()
     }
 
@@ -160,14 +194,6 @@ impl<K: Resource> Store<K> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
-
-fn place<K: Resource>(obj: &K) -> (&str, &str) {
-    let meta = obj.meta();
-    (
-        meta.namespace.as_deref().unwrap_or_default(),
-        meta.name.as_deref().unwrap_or_default(),
-    )
 }
 
 struct Dispatch<K: Stored> {
@@ -232,35 +258,38 @@ impl<K: Stored> Informer<K> {
     /// Applies one watcher event to the store and tells every subscriber what changed. Both
     /// happen under one lock, so a subscriber that reads the store after a notification sees
     /// at least that version. The event's object moves into the store: changes share it.
-    fn handle(&self, event: Event<K>) {
+    fn handle(&self, event: Event<K::Watched>) {
         let mut dispatch = self.lock();
         let mut changes = Vec::new();
         let init_done = matches!(event, Event::InitDone);
         match event {
             Event::Apply(new) => {
-                let new = Arc::new(new);
+                let new = Arc::new(K::from_watched(new));
                 changes.push(match self.store.write().insert(new.clone()) {
                     Some(old) => Change::Updated { old, new },
                     None => Change::Added(new),
                 });
             }
             Event::Delete(obj) => {
-                let stored = self.store.write().remove(&obj);
+                let obj = K::from_watched(obj);
+                let (ns, name) = obj.place();
+                let stored = self.store.write().remove(ns, name);
                 changes.push(Change::Deleted(stored.unwrap_or_else(|| Arc::new(obj))));
             }
             Event::Init => dispatch.relist = Some((Objects::default(), Vec::new())),
             Event::InitApply(new) => {
-                let new = Arc::new(new);
-                let (ns, name) = place(new.as_ref());
+                let new = Arc::new(K::from_watched(new));
+                let (ns, name) = new.place();
                 let old = self.store.get(ns, name);
                 if let Some((listed, pending)) = dispatch.relist.as_mut() {
                     match old {
                         None => pending.push(Change::Added(new.clone())),
-                        Some(old) if old.resource_version() != new.resource_version() => pending
-                            .push(Change::Updated {
+                        Some(old) if old.version() != new.version() => {
+                            pending.push(Change::Updated {
                                 old,
                                 new: new.clone(),
-                            }),
+                            })
+                        }
                         Some(_) => {}
                     }
                     listed.insert(new);
@@ -274,8 +303,8 @@ impl<K: Stored> Informer<K> {
                         changes.extend(
                             names
                                 .iter()
-                                .filter(|(name, _)| !listed.contains(ns, name))
-                                .map(|(_, obj)| Change::Deleted(obj.clone())),
+                                .filter(|named| !listed.contains(ns, named.0.place().1))
+                                .map(|named| Change::Deleted(named.0.clone())),
                         );
                     }
                     *objects = listed;
@@ -364,7 +393,7 @@ impl Informers {
     }
 
     fn start<K: Stored>(&self) -> Arc<Informer<K>> {
-        let resource = K::plural(&()).to_string();
+        let resource = K::Watched::plural(&()).to_string();
         let (synced, synced_rx) = watch::channel(false);
         let informer = Arc::new(Informer {
             store: Store::new(),
@@ -381,8 +410,7 @@ impl Informers {
         let metrics = self.metrics.clone();
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
-            let stream = watcher(Api::<K>::all(client), watcher::Config::default())
-                .modify(K::shape)
+            let stream = watcher(Api::<K::Watched>::all(client), watcher::Config::default())
                 .default_backoff();
             let mut stream = std::pin::pin!(stream);
             loop {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use kube::{Resource, ResourceExt};
 
 use super::informer::Store;
+use super::stored::Stored;
 use crate::runtime::lock::lock;
 
 type Key = (String, String);
@@ -124,7 +125,10 @@ impl<K: Resource> MutationCache<K> {
         namespace: &str,
         name: &str,
         now: Instant,
-    ) -> Option<Arc<K>> {
+    ) -> Option<Arc<K>>
+    where
+        K: Stored,
+    {
         self.newest(namespace, name, store.get(namespace, name), now)
     }
 

@@ -24,13 +24,62 @@ use super::view;
 /// The annotation `kubectl apply` leaves on objects; large and never read by controllers.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// A type that can live in a shared store, with the shape it is stored in.
-pub trait Stored:
+/// A type that can live in a shared store, and how a watched object becomes a stored one.
+pub trait Stored: Clone + Debug + Send + Sync + 'static {
+    /// What the watch lists and watches (kube's watcher needs a `kube::Resource`).
+    type Watched: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static;
+
+    /// The stored shape of a watched object: what no controller reads dropped.
+    fn from_watched(watched: Self::Watched) -> Self;
+
+    /// Namespace ("" for cluster-scoped objects) and name: the store's key.
+    fn place(&self) -> (&str, &str);
+
+    /// `metadata.resourceVersion`, to tell a relisted object from the stored one.
+    fn version(&self) -> Option<&str>;
+
+    /// `metadata.uid`.
+    fn uid(&self) -> Option<&str>;
+}
+
+/// A type stored as it is watched, less what [`Shaped::shape`] drops.
+pub trait Shaped:
     Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
 {
     /// Drops what no controller reads, before the object is stored.
     fn shape(&mut self) {
         trim_metadata(self);
+    }
+}
+
+impl<K: Shaped> Stored for K {
+    type Watched = K;
+
+    fn from_watched(mut watched: K) -> K {
+        watched.shape();
+        watched
+    }
+
+    fn place(&self) -> (&str, &str) {
+        let meta = self.meta();
+        (
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+    }
+
+    fn version(&self) -> Option<&str> {
+        self.meta().resource_version.as_deref()
+    }
+
+    fn uid(&self) -> Option<&str> {
+        self.meta().uid.as_deref()
     }
 }
 
@@ -43,27 +92,48 @@ pub fn trim_metadata<K: Resource>(obj: &mut K) {
     }
 }
 
-/// Deserialized compact (see [`view`]): there is nothing left to drop.
+/// Deserialized compact (see [`view`]): there is nothing left to drop, and the metadata kube's
+/// watcher needed moves into the pod's compact one.
 impl Stored for view::Pod {
-    fn shape(&mut self) {}
+    type Watched = view::WatchedPod;
+
+    fn from_watched(watched: view::WatchedPod) -> Self {
+        watched.into()
+    }
+
+    fn place(&self) -> (&str, &str) {
+        (
+            self.metadata.namespace.as_deref().unwrap_or_default(),
+            self.metadata.name.as_deref().unwrap_or_default(),
+        )
+    }
+
+    fn version(&self) -> Option<&str> {
+        self.metadata.resource_version.as_deref()
+    }
+
+    fn uid(&self) -> Option<&str> {
+        self.metadata.uid.as_deref()
+    }
 }
+
 /// Nodes as the TTL controller reads them: name and annotations. kube sends every request
 /// of an `Api<PartialObjectMeta<_>>` as a metadata-only one, so a node's spec and status
 /// (images, conditions, addresses) never reach kcm.
 pub type NodeMeta = PartialObjectMeta<Node>;
 
-impl Stored for NodeMeta {}
-impl Stored for Lease {}
-impl Stored for StorageVersion {}
-impl Stored for PodDisruptionBudget {}
-impl Stored for ResourceQuota {}
-impl Stored for Service {}
-impl Stored for PersistentVolumeClaim {}
-impl Stored for ResourceClaim {}
-impl Stored for DeviceClass {}
-impl Stored for ResourceClaimTemplate {}
+impl Shaped for NodeMeta {}
+impl Shaped for Lease {}
+impl Shaped for StorageVersion {}
+impl Shaped for PodDisruptionBudget {}
+impl Shaped for ResourceQuota {}
+impl Shaped for Service {}
+impl Shaped for PersistentVolumeClaim {}
+impl Shaped for ResourceClaim {}
+impl Shaped for DeviceClass {}
+impl Shaped for ResourceClaimTemplate {}
 
-impl Stored for ReplicationController {
+impl Shaped for ReplicationController {
     fn shape(&mut self) {
         trim_metadata(self);
         self.status = None;
@@ -73,7 +143,7 @@ impl Stored for ReplicationController {
     }
 }
 
-impl Stored for ReplicaSet {
+impl Shaped for ReplicaSet {
     fn shape(&mut self) {
         trim_metadata(self);
         self.status = None;
@@ -81,7 +151,7 @@ impl Stored for ReplicaSet {
     }
 }
 
-impl Stored for Deployment {
+impl Shaped for Deployment {
     fn shape(&mut self) {
         trim_metadata(self);
         self.status = None;
@@ -89,7 +159,7 @@ impl Stored for Deployment {
     }
 }
 
-impl Stored for StatefulSet {
+impl Shaped for StatefulSet {
     fn shape(&mut self) {
         trim_metadata(self);
         self.status = None;
@@ -100,12 +170,9 @@ impl Stored for StatefulSet {
 
 /// `namespace/name`, the key controllers queue and index objects by (client-go's
 /// `MetaNamespaceKeyFunc`, with the namespace always present).
-pub fn key_of<K: Resource>(obj: &K) -> String {
-    format!(
-        "{}/{}",
-        obj.meta().namespace.as_deref().unwrap_or_default(),
-        obj.meta().name.as_deref().unwrap_or_default()
-    )
+pub fn key_of<K: Stored>(obj: &K) -> String {
+    let (namespace, name) = obj.place();
+    format!("{namespace}/{name}")
 }
 
 /// The namespace and name of a [`key_of`] key.

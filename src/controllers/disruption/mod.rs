@@ -21,8 +21,8 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod as FullPod, ReplicationController};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use kube::{Resource, ResourceExt};
 
 use self::budget::{
     cleared_disruption_target, fail_safe_status, needs_controller_scale, stale_disruption_wait,
@@ -40,7 +40,7 @@ use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::selector;
 use crate::runtime::stored::{Stored, key_of, split_key};
-use crate::runtime::view::Pod;
+use crate::runtime::view::{Pod, WatchedPod};
 use crate::runtime::writer::ApiWriter;
 
 const CONTROLLER: &str = "disruption-controller";
@@ -130,12 +130,7 @@ impl Disruption {
                     &pod.name_any(),
                     &first.name_any(),
                 );
-                self.event(
-                    pod.object_ref(&()),
-                    true,
-                    "MultiplePodDisruptionBudgets",
-                    note,
-                );
+                self.event(pod.object_ref(), true, "MultiplePodDisruptionBudgets", note);
             }
         }
         if check_stale && let Some(wait) = stale_disruption_wait(&pod, &self.now()) {
@@ -254,12 +249,16 @@ impl Disruption {
         if !self.pods.is_failing() {
             return Ok(self.pods.in_namespace(namespace));
         }
-        let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), namespace);
+        let api: Api<WatchedPod> = Api::namespaced(self.ctx.client.clone(), namespace);
         let list = api
             .list(&kube::api::ListParams::default())
             .await
             .map_err(DisruptionError::ListPods)?;
-        Ok(list.items.into_iter().map(Arc::new).collect())
+        Ok(list
+            .items
+            .into_iter()
+            .map(|pod| Arc::new(pod.into()))
+            .collect())
     }
 
     /// Resets a DisruptionTarget condition that nobody acted on within two minutes.
@@ -319,10 +318,7 @@ impl Disruption {
         if replicas(old) == replicas(new) {
             return;
         }
-        for pdb in self
-            .pdbs
-            .in_namespace(new.meta().namespace.as_deref().unwrap_or_default())
-        {
+        for pdb in self.pdbs.in_namespace(new.place().0) {
             queue.add(key_of(pdb.as_ref()));
         }
     }

@@ -125,7 +125,7 @@ pub fn plan_budget(
     for name in &disrupted.expired {
         if let Some(pod) = pods.iter().find(|p| &p.name_any() == name) {
             let note = messages::not_deleted(&pdb_ns);
-            events.push(Event::warning(pod.object_ref(&()), "NotDeleted", note));
+            events.push(Event::warning(pod.object_ref(), "NotDeleted", note));
         }
     }
     let healthy = count_healthy(pods, &disrupted.map, now);

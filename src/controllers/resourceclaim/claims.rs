@@ -187,7 +187,7 @@ pub fn is_for_pod(pod: &Pod, claim: &ResourceClaim) -> Result<(), NotForPod> {
     let controlled = claim
         .owner_references()
         .iter()
-        .any(|o| o.controller == Some(true) && Some(&o.uid) == pod.metadata.uid.as_ref());
+        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == pod.metadata.uid.as_deref());
     if claim.namespace() == pod.namespace() && controlled {
         return Ok(());
     }
@@ -370,7 +370,7 @@ pub fn claim_from_template(
                 api_version: "v1".into(),
                 kind: "Pod".into(),
                 name: pod_name,
-                uid: pod.metadata.uid.clone().unwrap_or_default(),
+                uid: pod.uid().unwrap_or_default(),
                 controller: Some(true),
                 block_owner_deletion: None,
             }]),
@@ -470,7 +470,7 @@ pub fn reserved_for_pod(claim: &ResourceClaim, pod: &Pod) -> ResourceClaim {
             api_group: None,
             resource: "pods".into(),
             name: pod.name_any(),
-            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            uid: pod.uid().unwrap_or_default(),
         });
     reserved
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::super::plan::{PodChange, Problem, Stores, plan_pod_change};
 use super::super::sync::{Effects, sync_claim, sync_pod};
 use super::*;
-use crate::runtime::stored::key_of;
+use crate::runtime::stored::{Stored, key_of};
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures (upstream's names and values).
@@ -336,14 +336,12 @@ struct World {
     writes: RefCell<Writes>,
 }
 
-fn named<'a, K: kube::Resource>(
+fn named<'a, K: Stored>(
     list: impl IntoIterator<Item = &'a K>,
     namespace: &str,
     name: &str,
 ) -> Option<&'a K> {
-    list.into_iter().find(|o| {
-        o.meta().namespace.as_deref() == Some(namespace) && o.meta().name.as_deref() == Some(name)
-    })
+    list.into_iter().find(|o| o.place() == (namespace, name))
 }
 
 impl World {

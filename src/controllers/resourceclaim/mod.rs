@@ -30,8 +30,8 @@ use std::time::Instant;
 
 use futures::FutureExt;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use kube::{Resource, ResourceExt};
 use lru::LruCache;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
@@ -56,7 +56,7 @@ use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::stored::{key_of, split_key};
-use crate::runtime::view::Pod;
+use crate::runtime::view::{Pod, WatchedPod};
 use crate::runtime::writer::{ApiWriter, Part, is_not_found};
 
 const CONTROLLER: &str = "resourceclaim-controller";
@@ -137,7 +137,7 @@ impl ResourceClaims {
     fn enqueue_pod(&self, pod: &Pod, deleted: bool) {
         if deleted
             && uses_claims(pod)
-            && let Some(uid) = pod.metadata.uid.clone()
+            && let Some(uid) = pod.uid()
         {
             lock(&self.deleted_pods).put(uid, ());
         }
@@ -307,15 +307,22 @@ impl Effects for ResourceClaims {
     }
 
     async fn record_claims(&self, pod: &Pod, entries: &[(String, String)]) -> kube::Result<Pod> {
-        let api: Api<Pod> = Api::namespaced(
+        let api: Api<WatchedPod> = Api::namespaced(
             self.ctx.client.clone(),
             &pod.namespace().unwrap_or_default(),
         );
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let body = claim_statuses_apply(pod, entries);
         self.writer
-            .patch(&api, pod, &params, &Patch::Apply(&body), Part::Status)
+            .patch(
+                &api,
+                &pod.into(),
+                &params,
+                &Patch::Apply(&body),
+                Part::Status,
+            )
             .await
+            .map(Pod::from)
     }
 
     async fn write_claim_status(
@@ -381,8 +388,8 @@ impl Effects for ResourceClaims {
     }
 
     async fn get_pod(&self, namespace: &str, name: &str) -> kube::Result<Option<Pod>> {
-        let api: Api<Pod> = Api::namespaced(self.ctx.client.clone(), namespace);
-        api.get_opt(name).await
+        let api: Api<WatchedPod> = Api::namespaced(self.ctx.client.clone(), namespace);
+        Ok(api.get_opt(name).await?.map(Pod::from))
     }
 
     fn report(&self, problem: &Problem) -> bool {
@@ -396,7 +403,7 @@ impl Effects for ResourceClaims {
 
     fn warn(&self, pod: &Pod, reason: &'static str, note: String) {
         self.recorder
-            .spawn(pod.object_ref(&()), true, reason, note, "Sync");
+            .spawn(pod.object_ref(), true, reason, note, "Sync");
     }
 }
 /// `resourceclaim_controller_resource_claims`: claims by allocated, admin_access and source,

@@ -19,7 +19,7 @@ use super::claims::{
 };
 use super::error::ClaimError;
 use crate::runtime::selector::is_dns1123_subdomain;
-use crate::runtime::stored::{key_of, split_key};
+use crate::runtime::stored::{Stored, key_of, split_key};
 use crate::runtime::view::Pod;
 
 /// What a plan reads: the stores, as this controller knows them.
@@ -50,19 +50,14 @@ pub struct Problem {
 }
 
 impl Problem {
-    fn new<K: kube::Resource>(object: &K, reason: &'static str, message: String) -> Self {
+    fn new<K: Stored>(object: &K, reason: &'static str, message: String) -> Self {
         Self::at(key_of(object), object, reason, message)
     }
 
-    fn at<K: kube::Resource>(
-        key: String,
-        object: &K,
-        reason: &'static str,
-        message: String,
-    ) -> Self {
+    fn at<K: Stored>(key: String, object: &K, reason: &'static str, message: String) -> Self {
         Self {
             object: key,
-            version: object.resource_version().unwrap_or_default(),
+            version: object.version().unwrap_or_default().to_string(),
             reason,
             message,
             event: None,

@@ -41,23 +41,21 @@ use super::super::usage::Usage;
 use super::*;
 use crate::controllers::joined;
 use crate::runtime::counter::ObjectCounter;
+use crate::runtime::stored::Stored;
 use crate::runtime::view::Pod;
 
 /// A type's objects as a plain list instead of an informer.
 struct Listed<K>(Vec<Arc<K>>);
 
-impl<K: kube::Resource + Send + Sync> Objects<K> for Listed<K> {
+impl<K: Stored> Objects<K> for Listed<K> {
     fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
-        let found = self.0.iter().find(|o| {
-            o.meta().namespace.as_deref() == Some(namespace)
-                && o.meta().name.as_deref() == Some(name)
-        });
+        let found = self.0.iter().find(|o| o.place() == (namespace, name));
         found.cloned()
     }
 
     fn in_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
         let objects = self.0.iter();
-        let objects = objects.filter(|o| o.meta().namespace.as_deref() == Some(namespace));
+        let objects = objects.filter(|o| o.place().0 == namespace);
         objects.cloned().collect()
     }
 }

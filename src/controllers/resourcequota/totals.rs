@@ -31,7 +31,7 @@ use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use kube::Resource;
+use crate::runtime::stored::Stored;
 
 use super::evaluator::{Evaluator, Snapshot};
 use super::scope::QuotaScope;
@@ -160,7 +160,7 @@ struct Namespace<K> {
     scopes: HashMap<ScopeKey, Entry>,
 }
 
-impl<K: Resource> Namespace<K> {
+impl<K: Stored> Namespace<K> {
     fn from_objects<E: Evaluator<Object = K>>(evaluator: &E, objects: Vec<Arc<K>>) -> Self {
         let objects: HashMap<String, Arc<K>> =
             objects.into_iter().map(|o| (name_of(&*o), o)).collect();
@@ -277,8 +277,8 @@ impl<K: Resource> Namespace<K> {
     }
 }
 
-fn name_of<K: Resource>(object: &K) -> String {
-    object.meta().name.clone().unwrap_or_default()
+fn name_of<K: Stored>(object: &K) -> String {
+    object.place().1.to_string()
 }
 
 struct Inner<K, C> {
@@ -304,7 +304,7 @@ impl<K, C> Default for Totals<K, C> {
     }
 }
 
-impl<K: Resource, C: Clone + PartialEq> Totals<K, C> {
+impl<K: Stored, C: Clone + PartialEq> Totals<K, C> {
     /// The totals, emptied first when the evaluator's context differs from theirs.
     fn lock<E: Evaluator<Object = K, Context = C>>(
         &self,
@@ -421,9 +421,8 @@ impl<K: Resource, C: Clone + PartialEq> Totals<K, C> {
     }
 }
 
-fn same_version<K: Resource>(a: &K, b: &K) -> bool {
-    let (a, b) = (a.meta(), b.meta());
-    a.uid == b.uid && a.resource_version.is_some() && a.resource_version == b.resource_version
+fn same_version<K: Stored>(a: &K, b: &K) -> bool {
+    a.uid() == b.uid() && a.version().is_some() && a.version() == b.version()
 }
 
 #[cfg(test)]

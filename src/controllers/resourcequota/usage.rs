@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::runtime::stored::Stored;
 
 use crate::runtime::quantity::{Format, Quantity};
 
@@ -138,12 +140,9 @@ pub(super) fn one() -> Quantity {
     Quantity::from_integer(1, Format::DecimalSI)
 }
 
-pub(super) fn object_label(meta: &ObjectMeta, kind: &str) -> String {
-    format!(
-        "{kind} {}/{}",
-        meta.namespace.as_deref().unwrap_or_default(),
-        meta.name.as_deref().unwrap_or_default()
-    )
+pub(super) fn object_label<K: Stored>(object: &K, kind: &str) -> String {
+    let (namespace, name) = object.place();
+    format!("{kind} {namespace}/{name}")
 }
 
 pub(super) fn time_nanos(t: Option<&Time>) -> Option<i128> {

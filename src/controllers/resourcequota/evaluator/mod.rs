@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::DeviceClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::{Client, ResourceExt};
+use kube::Client;
 
 use self::persistentvolumeclaims::PersistentVolumeClaims;
 use self::pods::Pods;
@@ -310,7 +310,8 @@ impl<E: Evaluator> Registered for Typed<E> {
                 return;
             };
             let at = Snapshot::new(Time(clock()), &informers);
-            let (ns, name) = (object.namespace().unwrap_or_default(), object.name_any());
+            let (ns, name) = object.place();
+            let (ns, name) = (ns.to_string(), name.to_string());
             // The totals count what the store holds now.
             let current = self.store.get(&ns, &name);
             self.totals

@@ -113,7 +113,7 @@ pub fn pvc_usage(pvc: &PersistentVolumeClaim) -> Usage {
 /// `getStorageUsage`: the spec request rounded up to whole bytes, or the allocated size
 /// (also rounded up) when that is larger (RecoverVolumeExpansionFailure, GA).
 fn pvc_storage_usage(pvc: &PersistentVolumeClaim, problems: &mut Vec<String>) -> Option<Quantity> {
-    let label = object_label(&pvc.metadata, "persistentvolumeclaim");
+    let label = object_label(pvc, "persistentvolumeclaim");
     let requests = parse_list(
         pvc.spec
             .as_ref()

@@ -116,7 +116,7 @@ enum Source {
 
 impl<'p> ParsedPod<'p> {
     pub(super) fn new(pod: &'p Pod, problems: &mut Vec<String>) -> Self {
-        let label = object_label(&pod.metadata, "pod");
+        let label = object_label(pod, "pod");
         let spec = pod.spec.as_ref();
         let status = pod.status.as_ref();
         let at = |part: &str| format!("{label}: {part}");
