@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use kube::{Resource, ResourceExt};
 
 use super::informer::Store;
-use super::stored::Stored;
+use super::stored::{Stored, split_key};
 use crate::runtime::lock::lock;
 
 type Key = (String, String);
@@ -130,6 +130,15 @@ impl<K: Resource> MutationCache<K> {
         K: Stored,
     {
         self.newest(namespace, name, store.get(namespace, name), now)
+    }
+
+    /// [`MutationCache::newest_in`] under a queue's `namespace/name` key, as of now.
+    pub fn newest_by_key(&self, store: &Store<K>, key: &str) -> Option<Arc<K>>
+    where
+        K: Stored,
+    {
+        let (namespace, name) = split_key(key);
+        self.newest_in(store, namespace, name, Instant::now())
     }
 
     /// The remembered writes in `namespace` matching `filter`: objects a store lookup by

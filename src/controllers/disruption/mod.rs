@@ -2,7 +2,8 @@
 //! and falls back to `disruptionsAllowed: 0` (condition `SyncFailed`) whenever it cannot be
 //! sure. Three lanes, as upstream: PDB syncs (`disruption`), rechecks when a disrupted-pod
 //! entry expires (`disruption_recheck`), and stale DisruptionTarget pod conditions
-//! (`stale_pod_disruption`). The decisions are in `budget.rs`; this file fetches and writes.
+//! (`stale_pod_disruption`). The decisions are in `budget.rs`, the sync's plan in `plan.rs`;
+//! this file declares the controller, fetches, and performs the plan.
 //!
 //! Beyond upstream: a change of a workload's `spec.replicas` re-syncs the PDBs of its
 //! namespace, so `expectedPods` follows a scale-up even before new pods appear.
@@ -152,11 +153,7 @@ impl Disruption {
 
     /// `sync`: the PDB's status, or the fail-safe status when that cannot be computed.
     async fn sync(&self, pdb_key: String) -> Result<(), ControllerError> {
-        let (ns, name) = split_key(&pdb_key);
-        let Some(pdb) = self
-            .written
-            .newest_in(self.pdbs.store(), ns, name, Instant::now())
-        else {
+        let Some(pdb) = self.written.newest_by_key(self.pdbs.store(), &pdb_key) else {
             return Ok(());
         };
         match self.try_sync(&pdb).await {

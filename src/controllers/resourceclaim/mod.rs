@@ -3,7 +3,9 @@
 //! allocated claims for pods bound to a node without the scheduler, drops stale
 //! reservations, deallocates claims that fell out of use, and deletes generated claims whose
 //! pod will not run again. One lane, `resource_claim`, with `pod:` and `claim:` keys, as
-//! upstream. The decisions are in `claims.rs`; this file looks up, writes, and wires.
+//! upstream. The decisions are in `claims.rs`, the plans built from them in `plan.rs`, and
+//! `sync.rs` performs the plans through the writer; this file declares the controller and
+//! reads the stores.
 //!
 //! Beyond upstream:
 //! - a terminal pod gets no claims and no reservations (upstream re-creates the claims its

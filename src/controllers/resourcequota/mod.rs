@@ -1,5 +1,7 @@
 //! resourcequota-controller: keeps `ResourceQuota.status.hard/used` equal to the real usage in
-//! the namespace, as upstream computes it (`evaluator/`, `status.rs`). Two lanes, as upstream:
+//! the namespace, as upstream computes it: the evaluators in `evaluator/`, the sync's plan in
+//! `plan.rs` (from `status.rs`); this file declares the controller and writes the plan's
+//! status. Two lanes, as upstream:
 //! `resourcequota_priority` for quotas whose status lags their spec, `resourcequota_primary`
 //! for everything else, N workers each.
 //!
@@ -143,11 +145,7 @@ impl Quota {
 
     /// Performs the quota's plan: reports its bad input, writes its status.
     async fn sync(&self, quota_key: String) -> Result<(), ControllerError> {
-        let (ns, name) = split_key(&quota_key);
-        let Some(quota) = self
-            .written
-            .newest_in(self.quotas.store(), ns, name, Instant::now())
-        else {
+        let Some(quota) = self.written.newest_by_key(self.quotas.store(), &quota_key) else {
             return Ok(());
         };
         self.ensure_counters(hard_names(&quota).iter());
@@ -160,6 +158,7 @@ impl Quota {
         if let Some(status) = plan.status {
             let mut desired = (*quota).clone();
             desired.status = Some(status);
+            let (ns, _) = split_key(&quota_key);
             let api: Api<ResourceQuota> = Api::namespaced(self.ctx.client.clone(), ns);
             match self.writer.replace_status(&api, &quota, &desired).await {
                 Ok(written) => self.written.mutated(written, Instant::now()),

@@ -1,7 +1,8 @@
 //! storageversion-garbage-collector-controller: removes StorageVersion entries of API servers
 //! whose identity Lease is gone, recomputing the common encoding version, or deletes the
 //! StorageVersion when no entry is left. Two independent lanes, one worker each, as upstream:
-//! deleted leases, and StorageVersions that name unknown servers.
+//! deleted leases, and StorageVersions that name unknown servers. The decisions are in
+//! `gc.rs`; this file declares the controller and writes their outcome.
 
 mod error;
 pub mod gc;
