@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use clap::{ArgAction, Parser, ValueEnum};
+use clap::{Arg, ArgAction, Parser, ValueEnum};
 
 use crate::controllers::{CONTROLLERS, Descriptor};
 
@@ -42,12 +42,17 @@ StorageVersionAPI (default false)";
 
 /// kube-controller-manager's command line, as far as kcm's controllers need it.
 #[derive(Parser, Debug, Clone)]
+// The lint takes each `mut_arg(.., go_bool)` for a repeat of the first.
+#[allow(clippy::duplicated_attributes)]
 #[command(
     name = "kcm",
     version,
     about = "Kubernetes controller-manager in Rust: a drop-in for kube-controller-manager's \
              resourcequota, resourceclaim, disruption, ttl and \
-             storageversion-garbage-collector controllers"
+             storageversion-garbage-collector controllers",
+    mut_arg("leader_elect", go_bool),
+    mut_arg("authentication_skip_lookup", go_bool),
+    mut_arg("shadow", go_bool)
 )]
 pub struct Options {
     /// Path to a kubeconfig file; if unset, the in-cluster config is used, else the usual
@@ -86,17 +91,8 @@ pub struct Options {
     pub feature_gates: Vec<String>,
 
     /// Elect a leader before running controllers, so replicas can run for high availability
-    // Go pflag bools accept a bare `--flag` or `--flag=BOOL` but never `--flag BOOL`.
-    #[arg(
-        long,
-        value_name = "BOOL",
-        default_value_t = true,
-        num_args = 0..=1,
-        default_missing_value = "true",
-        require_equals = true,
-        action = ArgAction::Set,
-        value_parser = parse_go_bool
-    )]
+    // A Go bool flag: `go_bool`, set on the command.
+    #[arg(long, default_value_t = true)]
     pub leader_elect: bool,
 
     /// How long non-leaders wait after the last renewal before trying to take the lease
@@ -157,16 +153,8 @@ pub struct Options {
     pub authorization_kubeconfig: Option<PathBuf>,
 
     /// Do not look up the client CA in the cluster (--client-ca-file stays in effect)
-    #[arg(
-        long,
-        value_name = "BOOL",
-        default_value_t = false,
-        num_args = 0..=1,
-        default_missing_value = "true",
-        require_equals = true,
-        action = ArgAction::Set,
-        value_parser = parse_go_bool
-    )]
+    // A Go bool flag: `go_bool`, set on the command.
+    #[arg(long, default_value_t = false)]
     pub authentication_skip_lookup: bool,
 
     /// How long TokenReview answers are cached
@@ -205,16 +193,8 @@ pub struct Options {
     pub kube_api_burst: u32,
 
     /// Compute everything but never write to the API server; implies no leader election
-    #[arg(
-        long,
-        value_name = "BOOL",
-        default_value_t = false,
-        num_args = 0..=1,
-        default_missing_value = "true",
-        require_equals = true,
-        action = ArgAction::Set,
-        value_parser = parse_go_bool
-    )]
+    // A Go bool flag: `go_bool`, set on the command.
+    #[arg(long, default_value_t = false)]
     pub shadow: bool,
 
     /// Log line format
@@ -537,6 +517,17 @@ pub fn validate_leader_election_timing(
         });
     }
     Ok(())
+}
+
+/// A boolean flag as Go's pflag reads it: a bare `--flag` or `--flag=BOOL` (see
+/// [`parse_go_bool`]), never `--flag BOOL`. Set on the command for each such field.
+fn go_bool(arg: Arg) -> Arg {
+    arg.value_name("BOOL")
+        .num_args(0..=1)
+        .default_missing_value("true")
+        .require_equals(true)
+        .action(ArgAction::Set)
+        .value_parser(parse_go_bool)
 }
 
 /// Go's `strconv.ParseBool`, which pflag uses for boolean flags and feature gates.
