@@ -175,7 +175,8 @@ pub fn key_of<K: Stored>(obj: &K) -> String {
     format!("{namespace}/{name}")
 }
 
-/// The namespace and name of a [`key_of`] key.
+/// The namespace and name of a [`key_of`] key. An apiVersion splits the same way into its
+/// group and version (no '/': the core group, as a cluster-scoped key has no namespace).
 pub fn split_key(key: &str) -> (&str, &str) {
     key.split_once('/').unwrap_or(("", key))
 }

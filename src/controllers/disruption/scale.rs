@@ -14,16 +14,12 @@ use kube::{Client, Resource, ResourceExt};
 use crate::runtime::golang::go_quote;
 use crate::runtime::informer::Store;
 use crate::runtime::lock::lock;
-use crate::runtime::stored::controller_of;
+use crate::runtime::stored::{controller_of, split_key as split_api_version};
 use crate::runtime::view::{OwnerRef, Pod};
 use crate::runtime::writer::is_not_found;
 
 /// Groups upstream's finders accept for each built-in kind.
 const APPS_GROUPS: &[&str] = &["apps", "extensions"];
-
-fn group_of(api_version: &str) -> (&str, &str) {
-    api_version.split_once('/').unwrap_or(("", api_version))
-}
 
 /// Why the pods' controllers' scale cannot be found, in upstream's words (the text goes into
 /// an event and the fail-safe condition).
@@ -115,7 +111,7 @@ impl ScaleFinder {
     /// The built-in finders: ReplicationController, Deployment through its ReplicaSet,
     /// ReplicaSet, StatefulSet. Each needs the kind, the group and the UID to match.
     fn find_in_stores(&self, owner: &OwnerRef, ns: &str) -> Found {
-        let (group, _) = group_of(&owner.api_version);
+        let (group, _) = split_api_version(&owner.api_version);
         let key = |name: &str| (name.to_string(), ns.to_string());
         match owner.kind.as_str() {
             "ReplicationController" if group.is_empty() => {
@@ -135,7 +131,7 @@ impl ScaleFinder {
                 }
                 match controller_of(rs.meta()) {
                     Some(dep_ref) if dep_ref.kind == "Deployment" => {
-                        if !APPS_GROUPS.contains(&group_of(&dep_ref.api_version).0) {
+                        if !APPS_GROUPS.contains(&split_api_version(&dep_ref.api_version).0) {
                             return None;
                         }
                         let dep = self.deployments.get(ns, &dep_ref.name)?;
@@ -160,7 +156,7 @@ impl ScaleFinder {
         owner: &OwnerRef,
         ns: &str,
     ) -> Result<Found, ScaleError> {
-        let (group, version) = group_of(&owner.api_version);
+        let (group, version) = split_api_version(&owner.api_version);
         let group_kind = if group.is_empty() {
             owner.kind.clone()
         } else {
@@ -225,7 +221,7 @@ impl ScaleFinder {
         if let Some(list) = cached.filter(|l| l.resources.iter().any(|r| r.kind == kind)) {
             return Ok(list);
         }
-        let (group, version) = group_of(api_version);
+        let (group, version) = split_api_version(api_version);
         let fetched = if group.is_empty() {
             self.client.list_core_api_resources(version).await
         } else {

@@ -6,6 +6,8 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use kube::api::ApiResource;
 
+use crate::runtime::stored::split_key as split_group_version;
+
 /// Upstream's ignored resources: never quotable.
 const IGNORED: &[(&str, &str)] = &[
     ("", "bindings"),
@@ -36,14 +38,10 @@ pub struct Quotable {
     pub api_resource: ApiResource,
 }
 
-fn split(group_version: &str) -> (&str, &str) {
-    group_version.split_once('/').unwrap_or(("", group_version))
-}
-
 /// The quotable resources of one discovery document (upstream's
 /// `GetQuotableResources`: namespaced, the four verbs, not ignored, no subresources).
 pub fn quotable(list: &APIResourceList) -> Vec<Quotable> {
-    let (group, version) = split(&list.group_version);
+    let (group, version) = split_group_version(&list.group_version);
     list.resources
         .iter()
         .filter(|r| r.namespaced && !r.name.contains('/'))
