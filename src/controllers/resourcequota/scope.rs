@@ -46,6 +46,19 @@ impl QuotaScope {
         &self.requirements
     }
 
+    /// Whether an object matches every requirement, by `matches`. A requirement upstream
+    /// cannot turn into a selector (`Err`) matches nothing: upstream aborts the sum on the
+    /// first object with no error, and the failure does not depend on the object, so the
+    /// result is all zeros.
+    pub fn all_match(
+        &self,
+        matches: impl Fn(&ScopeRequirement) -> Result<bool, ScopeError>,
+    ) -> bool {
+        self.requirements
+            .iter()
+            .all(|req| matches(req).unwrap_or(false))
+    }
+
     /// Requirements whose label selector upstream cannot build, with the reason. Such a
     /// requirement makes the evaluators that need the selector (PriorityClass for pods,
     /// VolumeAttributesClass for PVCs) count nothing; worth a log line, not an error. So is

@@ -175,17 +175,10 @@ fn pvc_matches_requirement(
     Ok(names.iter().any(|n| selector.matches(Some(n))))
 }
 
-/// Whether the PVC matches every scope requirement; only VolumeAttributesClass can
-/// match. A selector upstream cannot build matches nothing (see [`pod_matches_scope`]).
+/// Whether the PVC matches every scope requirement ([`QuotaScope::all_match`]); only
+/// VolumeAttributesClass can match.
 pub fn pvc_matches_scope(pvc: &PersistentVolumeClaim, scope: &QuotaScope) -> bool {
-    let mut all = true;
-    for req in scope.requirements() {
-        match pvc_matches_requirement(pvc, req) {
-            Ok(matched) => all = all && matched,
-            Err(_) => return false,
-        }
-    }
-    all
+    scope.all_match(|req| pvc_matches_requirement(pvc, req))
 }
 
 #[cfg(test)]

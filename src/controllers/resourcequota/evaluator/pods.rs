@@ -229,18 +229,9 @@ fn pod_matches_requirement(pod: &Pod, req: &ScopeRequirement) -> Result<bool, Sc
     })
 }
 
-/// Whether the pod matches every scope requirement. A requirement upstream cannot turn
-/// into a selector matches nothing: upstream aborts the sum on the first pod with no
-/// error, and the failure does not depend on the pod, so the result is all zeros.
+/// Whether the pod matches every scope requirement ([`QuotaScope::all_match`]).
 pub fn pod_matches_scope(pod: &Pod, scope: &QuotaScope) -> bool {
-    let mut all = true;
-    for req in scope.requirements() {
-        match pod_matches_requirement(pod, req) {
-            Ok(matched) => all = all && matched,
-            Err(_) => return false,
-        }
-    }
-    all
+    scope.all_match(|req| pod_matches_requirement(pod, req))
 }
 
 #[cfg(test)]
