@@ -43,6 +43,17 @@ fn ready_pod(name: &str) -> Pod {
     Pod::from(&pod)
 }
 
+/// An [`events`] entry about the test's PDB, `budget`.
+fn on_budget(reason: &str, warning: bool, note: String) -> (&str, bool, String, String, String) {
+    (
+        reason,
+        warning,
+        "PodDisruptionBudget".into(),
+        "budget".into(),
+        note,
+    )
+}
+
 /// (reason, warning, kind and name of the object, note).
 fn events(plan: &BudgetPlan) -> Vec<(&str, bool, String, String, String)> {
     plan.events
@@ -83,11 +94,9 @@ fn an_invalid_selector_fails_with_a_no_pods_warning() {
     assert_eq!(failure(&plan), err);
     assert_eq!(
         events(&plan),
-        [(
+        [on_budget(
             "NoPods",
             true,
-            "PodDisruptionBudget".into(),
-            "budget".into(),
             format!("Failed to get pods: {err}")
         )]
     );
@@ -99,12 +108,10 @@ fn no_pods_is_a_normal_event_and_a_status() {
     let plan = plan_budget(&pdb, &[], None, &now());
     assert_eq!(
         events(&plan),
-        [(
+        [on_budget(
             "NoPods",
             false,
-            "PodDisruptionBudget".into(),
-            "budget".into(),
-            "No matching pods found".into()
+            "No matching pods found".to_string()
         )]
     );
     let status = plan.status.unwrap().expect("a first status");
@@ -124,11 +131,9 @@ fn unmanaged_pods_are_a_warning_and_the_scale_counts() {
     let plan = plan_budget(&pdb, &refs, Some(Ok((4, vec!["c".into()]))), &now());
     assert_eq!(
         events(&plan),
-        [(
+        [on_budget(
             "UnmanagedPods",
             true,
-            "PodDisruptionBudget".into(),
-            "budget".into(),
             messages::unmanaged_pods(pdb.spec.as_ref().unwrap().selector.as_ref())
         )]
     );
@@ -151,11 +156,9 @@ fn a_scale_that_cannot_be_found_fails_with_a_warning() {
     assert_eq!(failure(&plan), err);
     assert_eq!(
         events(&plan),
-        [(
+        [on_budget(
             "CalculateExpectedPodCountFailed",
             true,
-            "PodDisruptionBudget".into(),
-            "budget".into(),
             format!("Failed to calculate the number of expected pods: {err}")
         )]
     );

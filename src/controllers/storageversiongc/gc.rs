@@ -259,15 +259,15 @@ mod tests {
     #[test]
     fn transition_time_moves_only_on_a_flip_or_a_new_agreed_version() {
         let condition = |status: &str, at: i64| json!([{ "type": "AllEncodingVersionsEqual", "status": status, "reason": "r", "message": "m", "lastTransitionTime": time(at).0.to_string() }]);
+        let dead_removed =
+            |sv: &StorageVersion| updated(collect(sv, |id| id == "dead", &time(100)));
         // Still agreed on the same version: time kept, fields refreshed.
         let same = sv(
             &[("a", "v1"), ("b", "v1"), ("dead", "v1")],
             Some("v1"),
             condition("True", 10),
         );
-        let c = &updated(collect(&same, |id| id == "dead", &time(100)))
-            .conditions
-            .unwrap()[0];
+        let c = &dead_removed(&same).conditions.unwrap()[0];
         assert_eq!(
             (c.last_transition_time.clone(), c.reason.as_str()),
             (Some(time(10)), "CommonEncodingVersionSet")
@@ -278,13 +278,11 @@ mod tests {
             Some("v1"),
             condition("True", 10),
         );
-        let c = &updated(collect(&moved, |id| id == "dead", &time(100)))
-            .conditions
-            .unwrap()[0];
+        let c = &dead_removed(&moved).conditions.unwrap()[0];
         assert_eq!(c.last_transition_time, Some(time(100)));
         // Disagreement becomes agreement: the status flips.
         let flip = sv(&[("a", "v2"), ("dead", "v1")], None, condition("False", 10));
-        let status = updated(collect(&flip, |id| id == "dead", &time(100)));
+        let status = dead_removed(&flip);
         assert_eq!(status.common_encoding_version.as_deref(), Some("v2"));
         assert_eq!(
             status.conditions.unwrap()[0].last_transition_time,
