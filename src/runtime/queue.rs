@@ -703,6 +703,41 @@ mod tests {
         (WorkQueue::new(name, &metrics), metrics)
     }
 
+    /// Workers whose handler records when each attempt starts, then answers
+    /// `outcome(attempt)` (counted from 1): the attempts' times, and the workers' task.
+    fn recording_workers(
+        queue: &WorkQueue<&'static str>,
+        workers: usize,
+        outcome: impl Fn(usize) -> Result<(), String> + Clone + Send + 'static,
+    ) -> (Arc<Mutex<Vec<Instant>>>, tokio::task::JoinHandle<()>) {
+        let attempts = Arc::new(Mutex::new(Vec::new()));
+        let recorded = attempts.clone();
+        let task = tokio::spawn(run_workers(queue.clone(), workers, move |_key| {
+            let attempts = recorded.clone();
+            let outcome = outcome.clone();
+            async move {
+                // The lock is released before `outcome`, which may panic.
+                let attempt = {
+                    let mut attempts = attempts.lock().unwrap();
+                    attempts.push(Instant::now());
+                    attempts.len()
+                };
+                outcome(attempt)
+            }
+        }));
+        (attempts, task)
+    }
+
+    /// When each recorded attempt started, after `start`.
+    fn offsets(attempts: &Mutex<Vec<Instant>>, start: Instant) -> Vec<Duration> {
+        attempts
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|at| *at - start)
+            .collect()
+    }
+
     /// Lets spawned tasks (the timer, getters, workers) run without moving the clock.
     async fn settle() {
         for _ in 0..20 {
@@ -1199,33 +1234,18 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn run_workers_retries_failures_with_backoff_until_success() {
         let (queue, metrics) = queue::<&str>("q");
-        let attempts = Arc::new(Mutex::new(Vec::new()));
-        let workers = {
-            let attempts = attempts.clone();
-            tokio::spawn(run_workers(queue.clone(), 2, move |_key| {
-                let attempts = attempts.clone();
-                async move {
-                    let mut attempts = attempts.lock().unwrap();
-                    attempts.push(Instant::now());
-                    if attempts.len() < 4 {
-                        Err(format!("attempt {} failed", attempts.len()))
-                    } else {
-                        Ok(())
-                    }
-                }
-            }))
-        };
+        let (attempts, workers) = recording_workers(&queue, 2, |attempt| {
+            if attempt < 4 {
+                Err(format!("attempt {attempt} failed"))
+            } else {
+                Ok(())
+            }
+        });
         let start = Instant::now();
         queue.add("flaky");
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let offsets: Vec<Duration> = attempts
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|at| *at - start)
-            .collect();
         // 5ms, then 10ms, then 20ms after each failure.
-        assert_eq!(offsets, [ms(0), ms(5), ms(15), ms(35)]);
+        assert_eq!(offsets(&attempts, start), [ms(0), ms(5), ms(15), ms(35)]);
         assert_eq!(
             queue.num_requeues(&"flaky"),
             0,
@@ -1295,34 +1315,16 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_panicking_handler_is_restarted_after_a_second_and_its_key_retried() {
         let (queue, _) = queue::<&str>("q");
-        let attempts = Arc::new(Mutex::new(Vec::new()));
-        let workers = {
-            let attempts = attempts.clone();
-            tokio::spawn(run_workers(queue.clone(), 1, move |_key| {
-                let attempts = attempts.clone();
-                async move {
-                    let first = {
-                        let mut attempts = attempts.lock().unwrap();
-                        attempts.push(Instant::now());
-                        attempts.len() == 1
-                    };
-                    if first {
-                        panic!("boom");
-                    }
-                    Ok::<(), String>(())
-                }
-            }))
-        };
+        let (attempts, workers) = recording_workers(&queue, 1, |attempt| {
+            if attempt == 1 {
+                panic!("boom");
+            }
+            Ok(())
+        });
         let start = Instant::now();
         queue.add("key");
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let offsets: Vec<Duration> = attempts
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|at| *at - start)
-            .collect();
-        assert_eq!(offsets, [ms(0), Duration::from_secs(1)]);
+        assert_eq!(offsets(&attempts, start), [ms(0), Duration::from_secs(1)]);
         assert_eq!(queue.num_requeues(&"key"), 0);
         assert!(queue.inner.lock().processing.is_empty());
         queue.shut_down();
