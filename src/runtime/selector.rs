@@ -636,29 +636,33 @@ mod tests {
 
     #[test]
     fn invalid_operator() {
-        assert_eq!(
-            err_of(json!({"matchExpressions": [{"key": "a", "operator": "Seriously"}]})),
-            "\"Seriously\" is not a valid label selector operator"
-        );
-        // Operators are case-sensitive; "" is also unknown.
-        assert_eq!(
-            err_of(json!({"matchExpressions": [{"key": "a", "operator": "in", "values": ["b"]}]})),
-            "\"in\" is not a valid label selector operator"
-        );
-        assert_eq!(
-            err_of(json!({"matchExpressions": [{"key": "a", "operator": ""}]})),
-            "\"\" is not a valid label selector operator"
-        );
-        // Gt/Lt exist in labels.Parse but not in LabelSelector.
-        assert_eq!(
-            err_of(json!({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]})),
-            "\"Gt\" is not a valid label selector operator"
-        );
-        // The operator check comes before validating the key.
-        assert_eq!(
-            err_of(json!({"matchExpressions": [{"key": "", "operator": "Nope"}]})),
-            "\"Nope\" is not a valid label selector operator"
-        );
+        for (expression, want) in [
+            (
+                json!({"key": "a", "operator": "Seriously"}),
+                r#""Seriously" is not a valid label selector operator"#,
+            ),
+            // Operators are case-sensitive; "" is also unknown.
+            (
+                json!({"key": "a", "operator": "in", "values": ["b"]}),
+                r#""in" is not a valid label selector operator"#,
+            ),
+            (
+                json!({"key": "a", "operator": ""}),
+                r#""" is not a valid label selector operator"#,
+            ),
+            // Gt/Lt exist in labels.Parse but not in LabelSelector.
+            (
+                json!({"key": "a", "operator": "Gt", "values": ["1"]}),
+                r#""Gt" is not a valid label selector operator"#,
+            ),
+            // The operator check comes before validating the key.
+            (
+                json!({"key": "", "operator": "Nope"}),
+                r#""Nope" is not a valid label selector operator"#,
+            ),
+        ] {
+            assert_eq!(err_of(json!({ "matchExpressions": [expression] })), want);
+        }
     }
 
     #[test]
