@@ -283,11 +283,7 @@ fn label_key_errors(key: &str) -> Vec<String> {
             errs.push(format!(
                 "a valid label key {} with an optional DNS subdomain prefix and '/' \
                  (e.g. 'example.com/MyName')",
-                regex_error(
-                    LABEL_KEY_ERR,
-                    LABEL_KEY_FMT,
-                    &["MyName", "my.name", "123-abc"]
-                )
+                label_key_regex_error()
             ));
             return errs;
         }
@@ -299,16 +295,18 @@ fn label_key_errors(key: &str) -> Vec<String> {
     }
     // Not an else: upstream reports the regex failure even for an empty name.
     if !is_label_name(name) {
-        errs.push(format!(
-            "name part {}",
-            regex_error(
-                LABEL_KEY_ERR,
-                LABEL_KEY_FMT,
-                &["MyName", "my.name", "123-abc"]
-            )
-        ));
+        errs.push(format!("name part {}", label_key_regex_error()));
     }
     errs
+}
+
+/// The label key pattern's [`regex_error`], with upstream's examples.
+fn label_key_regex_error() -> String {
+    regex_error(
+        LABEL_KEY_ERR,
+        LABEL_KEY_FMT,
+        &["MyName", "my.name", "123-abc"],
+    )
 }
 
 /// `validation.IsQualifiedName`: a label key, with its optional DNS subdomain prefix.
