@@ -730,10 +730,10 @@ async fn main() {
     add_convergence(&mut report, &format!("churn of {churned} pods"), done);
     report.add("churn: kcm CPU", format!("{:.2} s", cpu_all - cpu_cold));
     report.add("peak RSS, whole run", format!("{peak:.1} MiB"));
-    if let Some(path) = std::env::var_os("KCM_SCALE_METRICS_OUT") {
-        if let Err(e) = std::fs::write(&path, kcm.metrics().await) {
-            println!("(could not write kcm's metrics: {e})");
-        }
+    if let Some(path) = std::env::var_os("KCM_SCALE_METRICS_OUT")
+        && let Err(e) = std::fs::write(&path, kcm.metrics().await)
+    {
+        println!("(could not write kcm's metrics: {e})");
     }
     report.add(
         "churn: writes per controller (kcm_api_writes_total)",
