@@ -1,0 +1,202 @@
+//! The controller's side of the planning and sync traits: `Stores` reads the shared
+//! informer stores (claims through the mutation cache, so a claim this controller just
+//! wrote is seen at once), and `Effects` performs the writes through the one writer,
+//! counting claim creates and keeping the mutation cache current.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use serde_json::json;
+
+use super::claims::{Features, claim_statuses_apply, needs_admin_access, owner_pod_uid};
+use super::plan::{Problem, Stores};
+use super::sync::Effects;
+use super::{FIELD_MANAGER, ResourceClaims};
+use crate::runtime::lock::lock;
+use crate::runtime::stored::split_key;
+use crate::runtime::view::{Pod, WatchedPod};
+use crate::runtime::writer::{Part, is_not_found};
+
+impl ResourceClaims {
+    fn claims_api(&self, claim: &ResourceClaim) -> Api<ResourceClaim> {
+        Api::namespaced(
+            self.ctx.client.clone(),
+            &claim.namespace().unwrap_or_default(),
+        )
+    }
+}
+
+impl Stores for ResourceClaims {
+    fn claim(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaim>> {
+        self.mutations
+            .newest_in(self.claims.store(), namespace, name, Instant::now())
+    }
+
+    fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.pods.store().get(namespace, name)
+    }
+
+    fn owned_claims(&self, pod: &Pod) -> Vec<Arc<ResourceClaim>> {
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        let namespace = pod.namespace().unwrap_or_default();
+        let mut names: Vec<String> = self
+            .claims_by_owner
+            .get(uid)
+            .iter()
+            .map(|key| split_key(key).1.to_string())
+            .collect();
+        names.extend(
+            self.mutations
+                .in_namespace(&namespace, Instant::now(), |c| {
+                    owner_pod_uid(c) == Some(uid)
+                })
+                .iter()
+                .map(|c| c.name_any()),
+        );
+        names.sort();
+        names.dedup();
+        names
+            .iter()
+            .filter_map(|name| self.claim(&namespace, name))
+            .filter(|c| owner_pod_uid(c) == Some(uid))
+            .collect()
+    }
+
+    fn deleted_pod(&self, uid: &str) -> bool {
+        lock(&self.deleted_pods).contains(uid)
+    }
+
+    fn template(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaimTemplate>> {
+        self.templates.store().get(namespace, name)
+    }
+
+    fn pods_using(&self, namespace: &str, claim: &str) -> Vec<String> {
+        self.pods_by_claim.get(&format!("{namespace}/{claim}"))
+    }
+}
+
+impl Effects for ResourceClaims {
+    fn features(&self) -> Features {
+        self.features
+    }
+
+    async fn create_claim(&self, claim: &ResourceClaim) -> kube::Result<ResourceClaim> {
+        let admin_access = if needs_admin_access(claim.spec.as_ref()) {
+            "true"
+        } else {
+            "false"
+        };
+        let result = self.writer.create(&self.claims_api(claim), claim).await;
+        let status = if result.is_ok() { "success" } else { "failure" };
+        self.creates
+            .with_label_values(&[status, admin_access])
+            .inc();
+        if let Ok(created) = &result {
+            self.mutations.mutated(created.clone(), Instant::now());
+        }
+        result
+    }
+
+    async fn record_claims(&self, pod: &Pod, entries: &[(String, String)]) -> kube::Result<Pod> {
+        let api: Api<WatchedPod> = Api::namespaced(
+            self.ctx.client.clone(),
+            &pod.namespace().unwrap_or_default(),
+        );
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let body = claim_statuses_apply(pod, entries);
+        self.writer
+            .patch(
+                &api,
+                &pod.into(),
+                &params,
+                &Patch::Apply(&body),
+                Part::Status,
+            )
+            .await
+            .map(Pod::from)
+    }
+
+    async fn write_claim_status(
+        &self,
+        live: &ResourceClaim,
+        desired: &ResourceClaim,
+    ) -> kube::Result<ResourceClaim> {
+        let updated = self
+            .writer
+            .replace_status(&self.claims_api(live), live, desired)
+            .await?;
+        self.mutations.mutated(updated.clone(), Instant::now());
+        Ok(updated)
+    }
+
+    /// A merge patch carrying the resourceVersion, so a concurrent change conflicts as
+    /// upstream's Update does, without writing back the stored copy (which lacks
+    /// managedFields and kubectl's annotation).
+    async fn write_finalizers(
+        &self,
+        live: &ResourceClaim,
+        desired: &ResourceClaim,
+    ) -> kube::Result<ResourceClaim> {
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": live.resource_version(),
+                "finalizers": desired.finalizers(),
+            }
+        });
+        let updated = self
+            .writer
+            .patch(
+                &self.claims_api(live),
+                live,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+                Part::Whole,
+            )
+            .await?;
+        self.mutations.mutated(updated.clone(), Instant::now());
+        Ok(updated)
+    }
+
+    async fn delete_claim(&self, claim: &ResourceClaim) -> kube::Result<()> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: claim.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self
+            .writer
+            .delete(&self.claims_api(claim), claim, &params)
+            .await
+        {
+            Ok(()) => {}
+            Err(err) if is_not_found(&err) => {}
+            Err(err) => return Err(err),
+        }
+        self.mutations.deleted(claim, Instant::now());
+        Ok(())
+    }
+
+    async fn get_pod(&self, namespace: &str, name: &str) -> kube::Result<Option<Pod>> {
+        let api: Api<WatchedPod> = Api::namespaced(self.ctx.client.clone(), namespace);
+        Ok(api.get_opt(name).await?.map(Pod::from))
+    }
+
+    fn report(&self, problem: &Problem) -> bool {
+        self.bad_input.report(
+            &problem.object,
+            &problem.version,
+            problem.reason,
+            &problem.message,
+        )
+    }
+
+    fn warn(&self, pod: &Pod, reason: &'static str, note: String) {
+        self.recorder
+            .spawn(pod.object_ref(), true, reason, note, "Sync");
+    }
+}
