@@ -1,0 +1,85 @@
+//! Watch event handlers: a quota added or re-specified is routed to its lane (upstream's
+//! addQuota), and an object change (typed, through the evaluators, or an object count)
+//! replenishes the quotas of its namespace whose `status.hard` names what changed.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::ResourceQuota;
+use kube::ResourceExt;
+
+use super::evaluator::{Registered, Snapshot};
+use super::plan::tracked;
+use super::status::{hard_changed, needs_priority};
+use super::{Quota, hard_names, key, status_hard_names};
+use crate::runtime::counter::CountChange;
+use crate::runtime::informer::Change;
+use crate::runtime::lock::lock;
+
+impl Quota {
+    /// An object count changed in a namespace (or listed for the first time: every
+    /// namespace with a quota): the quotas counting that type are replenished.
+    pub(super) fn count_changed(&self, change: CountChange) {
+        let evaluator = lock(&self.counters).get(&change.resource).cloned();
+        let Some(evaluator) = evaluator else { return };
+        let at = self.snapshot();
+        match change.namespace {
+            Some(ns) => self.replenish(&ns, &*evaluator, &at),
+            // First complete list: every quota counting the type can be computed now.
+            None => {
+                let namespaces: BTreeSet<String> = self
+                    .quotas
+                    .store()
+                    .state()
+                    .iter()
+                    .filter_map(|quota| quota.namespace())
+                    .collect();
+                for ns in namespaces {
+                    self.replenish(&ns, &*evaluator, &at);
+                }
+            }
+        }
+    }
+
+    /// upstream's addQuota: which lane a new or re-specified quota goes to.
+    fn route(&self, quota: &ResourceQuota) {
+        self.ensure_counters(hard_names(quota).iter());
+        let (at, evaluators) = (self.snapshot(), self.evaluators());
+        if needs_priority(quota, |n| tracked(&evaluators, n, &at)) {
+            self.priority.add(key(quota));
+        } else {
+            self.primary.add(key(quota));
+        }
+    }
+
+    pub(super) fn on_quota(&self, change: Change<ResourceQuota>) {
+        match change {
+            Change::Added(q) => self.route(&q),
+            Change::Updated { old, new } if hard_changed(&old, &new) => self.route(&new),
+            // Replenishment matches `status.hard` (as upstream), so an object that arrived
+            // while the store still held the quota without it was not replenished; once the
+            // watch brings the new `status.hard`, one more sync counts it (beyond upstream,
+            // which waits for the periodic resync). No write when nothing changed.
+            Change::Updated { old, new } if status_hard_names(&old) != status_hard_names(&new) => {
+                self.primary.add(key(&new))
+            }
+            Change::Updated { .. } | Change::Synced => {}
+            Change::Deleted(q) => {
+                self.written
+                    .forget(&q.namespace().unwrap_or_default(), &q.name_any());
+                self.primary.add(key(&q))
+            }
+        }
+    }
+
+    /// Replenishment: the quotas of `ns` whose `status.hard` names something `evaluator` tracks.
+    pub(super) fn replenish(&self, ns: &str, evaluator: &dyn Registered, at: &Snapshot) {
+        for quota in self.quotas.in_namespace(ns) {
+            if !evaluator
+                .matching(&status_hard_names(&quota), at)
+                .is_empty()
+            {
+                self.primary.add(key(&quota));
+            }
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! The quota's sync and the periodic resync: a sync performs `plan_sync` for one quota
+//! (reports its bad input, writes its status through the writer and remembers the write);
+//! the resync recomputes the incremental totals in full, counts drift, and queues every quota.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::ResourceQuota;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::api::Api;
+
+use super::evaluator::{Registered, Snapshot};
+use super::plan::{plan_sync, quota_scope};
+use super::scope::QuotaScope;
+use super::{Quota, QuotaError, hard_names, key};
+use crate::controllers::ControllerError;
+use crate::runtime::lock::lock;
+use crate::runtime::stored::split_key;
+
+impl Quota {
+    pub(super) fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot::new(Time((self.ctx.clock)()), &self.ctx.informers)
+    }
+
+    /// Every evaluator in registry order: the typed ones, then the object counts.
+    pub(super) fn evaluators(&self) -> Vec<Arc<dyn Registered>> {
+        let counts = lock(&self.counters);
+        let counts = counts.values().map(|c| c.clone() as Arc<dyn Registered>);
+        self.typed.iter().cloned().chain(counts).collect()
+    }
+
+    /// Performs the quota's plan: reports its bad input, writes its status.
+    pub(super) async fn sync(&self, quota_key: String) -> Result<(), ControllerError> {
+        let Some(quota) = self.written.newest_by_key(self.quotas.store(), &quota_key) else {
+            return Ok(());
+        };
+        self.ensure_counters(hard_names(&quota).iter());
+        let plan = plan_sync(&quota, &self.evaluators(), &self.snapshot());
+        let version = quota.resource_version().unwrap_or_default();
+        for (reason, problem) in &plan.problems {
+            self.bad.report(&quota_key, &version, reason, problem);
+        }
+        let mut errors: Vec<QuotaError> = plan.errors.into_iter().map(Into::into).collect();
+        if let Some(status) = plan.status {
+            let mut desired = (*quota).clone();
+            desired.status = Some(status);
+            let (ns, _) = split_key(&quota_key);
+            let api: Api<ResourceQuota> = Api::namespaced(self.ctx.client.clone(), ns);
+            match self.writer.replace_status(&api, &quota, &desired).await {
+                Ok(written) => self.written.mutated(written, Instant::now()),
+                Err(err) => errors.push(QuotaError::WriteStatus(err)),
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(QuotaError::Several(errors).into())
+        }
+    }
+
+    /// The periodic safety net: recomputes the incremental totals in full, counts drift and
+    /// rebuilds them from the stores (keeping only namespaces and scopes quotas use).
+    fn verify_totals(&self) {
+        let mut in_use: HashMap<String, Vec<QuotaScope>> = HashMap::new();
+        for quota in self.quotas.store().state() {
+            in_use
+                .entry(quota.namespace().unwrap_or_default())
+                .or_default()
+                .push(quota_scope(&quota));
+        }
+        let at = self.snapshot();
+        let drift = self.typed.iter().filter_map(|e| e.verify(&in_use, &at));
+        for (resource, found) in drift.filter(|(_, n)| *n > 0) {
+            tracing::warn!(
+                resource,
+                sums = found,
+                "incremental quota usage drifted from the full recompute; corrected"
+            );
+            self.ctx
+                .metrics
+                .quota_usage_drift
+                .with_label_values(&[resource])
+                .inc_by(found);
+        }
+    }
+
+    /// The periodic full resync: checks the totals, then every quota into the primary lane.
+    pub(super) fn resync(&self) {
+        self.verify_totals();
+        for each in self.quotas.store().state() {
+            self.primary.add(key(&each));
+        }
+    }
+}
