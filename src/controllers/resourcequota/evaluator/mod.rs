@@ -310,18 +310,17 @@ impl<E: Evaluator> Registered for Typed<E> {
                 return;
             };
             let at = Snapshot::new(Time(clock()), &informers);
+            // Borrowed from the change, which outlives this handler call: no copies per event.
             let (ns, name) = object.place();
-            let (ns, name) = (ns.to_string(), name.to_string());
             // The totals count what the store holds now.
-            let current = self.store.get(&ns, &name);
-            self.totals
-                .refresh(&self.evaluator, &ns, &name, current, &at);
+            let current = self.store.get(ns, name);
+            self.totals.refresh(&self.evaluator, ns, name, current, &at);
             let matters = match &change {
                 Change::Updated { old, new } => self.evaluator.update_matters(old, new, &at),
                 _ => true,
             };
             if matters {
-                replenish(&ns, &*self, &at);
+                replenish(ns, &*self, &at);
             }
         });
     }
