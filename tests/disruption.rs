@@ -6,8 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{DEADLINE, InProcess, eventually};
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -282,7 +281,7 @@ async fn custom_scale_subresource_and_its_failures() {
     eventually("CalculateExpectedPodCountFailed recorded", DEADLINE, || async {
         events.list(&ListParams::default()).await.unwrap().items.iter().any(|e| {
             e.reason.as_deref() == Some("CalculateExpectedPodCountFailed")
-                && e.note.as_deref() == Some("Failed to calculate the number of expected pods: injected fault: 500")
+                && e.message.as_deref() == Some("Failed to calculate the number of expected pods: injected fault: 500")
         })
     })
     .await;
@@ -392,7 +391,7 @@ async fn bad_budgets_fail_safe_and_never_allow_disruptions() {
     let events: Api<Event> = Api::namespaced(server.client(), NS);
     eventually("UnmanagedPods recorded", DEADLINE, || async {
         events.list(&ListParams::default()).await.unwrap().items.iter().any(|e| {
-            e.reason.as_deref() == Some("UnmanagedPods") && e.note.as_deref().is_some_and(|n| n.starts_with("Pods selected by this PodDisruptionBudget (selector: &LabelSelector{MatchLabels:map[string]string{app: a,},MatchExpressions:[]LabelSelectorRequirement{},}) were found to be unmanaged."))
+            e.reason.as_deref() == Some("UnmanagedPods") && e.message.as_deref().is_some_and(|n| n.starts_with("Pods selected by this PodDisruptionBudget (selector: &LabelSelector{MatchLabels:map[string]string{app: a,},MatchExpressions:[]LabelSelectorRequirement{},}) were found to be unmanaged."))
         })
     })
     .await;
@@ -440,7 +439,7 @@ async fn disrupted_pod_entries_expire_and_the_pdb_is_rechecked() {
             .iter()
             .any(|e| {
                 e.reason.as_deref() == Some("NotDeleted")
-                    && e.note.as_deref()
+                    && e.message.as_deref()
                         == Some(
                             "Pod was expected by PDB default/default to be deleted but it wasn't",
                         )
@@ -523,7 +522,7 @@ async fn a_pod_matching_two_budgets_is_reported() {
     eventually("MultiplePodDisruptionBudgets recorded", DEADLINE, || async {
         events.list(&ListParams::default()).await.unwrap().items.iter().any(|e| {
             e.reason.as_deref() == Some("MultiplePodDisruptionBudgets")
-                && e.note.as_deref() == Some("Pod \"default\"/\"m-0\" matches multiple PodDisruptionBudgets.  Chose \"one\" arbitrarily.")
+                && e.message.as_deref() == Some("Pod \"default\"/\"m-0\" matches multiple PodDisruptionBudgets.  Chose \"one\" arbitrarily.")
         })
     })
     .await;
@@ -579,5 +578,79 @@ async fn while_the_pod_watch_fails_budgets_are_computed_from_a_live_list() {
         "read from the API server"
     );
     server.faults().clear();
+    kcm.stop().await;
+}
+
+/// Issue 28, as seen beside kube-controller-manager: a PDB's selector changes and the
+/// controller's next `UnmanagedPods` warning carries the new selector. client-go keys a
+/// repeat on the message, so the new text is a second event; the first keeps its own text.
+#[tokio::test]
+async fn a_changed_selector_gets_a_second_unmanaged_pods_event_with_its_text() {
+    let server = TestServer::start().await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(server.client(), NS);
+    for i in 0..2 {
+        seed_pod(&server, &format!("a2-{i}"), "a2", true, None);
+    }
+    let kcm = InProcess::start(&server, &["--controllers=disruption"]).await;
+    create_pdb(&pdbs, "b", "a2", json!({ "maxUnavailable": "0%" })).await;
+    let unmanaged = |selector: &str| {
+        format!(
+            "Pods selected by this PodDisruptionBudget (selector: {selector}) were found to be \
+             unmanaged. As a result, the status of the PDB cannot be calculated correctly, which \
+             may result in undefined behavior. To account for these pods please set \
+             \".spec.minAvailable\" field of the PDB to an integer value."
+        )
+    };
+    let by_labels = unmanaged(
+        "&LabelSelector{MatchLabels:map[string]string{app: a2,},MatchExpressions:[]LabelSelectorRequirement{},}",
+    );
+    let by_expression = unmanaged(
+        "&LabelSelector{MatchLabels:map[string]string{},MatchExpressions:[]LabelSelectorRequirement{\
+         LabelSelectorRequirement{Key:app,Operator:In,Values:[a2],},},}",
+    );
+    let events: Api<Event> = Api::namespaced(server.client(), NS);
+    let warnings = || async {
+        let mut all: Vec<(String, String)> = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some("UnmanagedPods")
+                    && e.involved_object.name.as_deref() == Some("b")
+            })
+            .map(|e| {
+                let source = e.source.and_then(|s| s.component).unwrap_or_default();
+                (source, e.message.unwrap_or_default())
+            })
+            .collect();
+        all.sort();
+        all
+    };
+    let source = "controllermanager".to_string();
+    eventually("UnmanagedPods with the label selector", DEADLINE, || async {
+        warnings().await == [(source.clone(), by_labels.clone())]
+    })
+    .await;
+
+    pdbs.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "selector": {
+            "matchLabels": null,
+            "matchExpressions": [{ "key": "app", "operator": "In", "values": ["a2"] }],
+        } } })),
+    )
+    .await
+    .unwrap();
+    let both = [
+        (source.clone(), by_labels.clone()),
+        (source.clone(), by_expression.clone()),
+    ];
+    eventually("a second UnmanagedPods with the new selector", DEADLINE, || async {
+        warnings().await == both
+    })
+    .await;
     kcm.stop().await;
 }

@@ -32,7 +32,7 @@
 //! - `skipped <controller> <reason> <op> <n>`: `kcm_skipped_objects_total{controller,reason}`;
 //! - `metric <sample> <op> <n>`: any sample of kcm's `/metrics` (missing counts as 0);
 //! - `event <namespace>/<regarding name> <type> <reason> [contains <json string>]`: an
-//!   events.k8s.io/v1 Event about that object;
+//!   core/v1 Event about that object;
 //! - `requests <verb> <resource>[/<subresource>] <op> <n>`: requests kcm made (outside the
 //!   canary below), e.g. `requests delete resourceclaims == 0`.
 //!
@@ -54,7 +54,7 @@ use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use common::{DEADLINE, InProcess, http_get};
-use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
 use kube_testserver::{Options, TestServer};
 use serde::Deserialize;
@@ -494,23 +494,23 @@ impl Env<'_> {
                 let about: Vec<String> = all
                     .iter()
                     .filter(|e| {
-                        e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding)
+                        e.involved_object.name.as_deref() == Some(regarding)
                     })
                     .map(|e| {
                         format!(
                             "{} {} {:?}",
                             e.type_.as_deref().unwrap_or(""),
                             e.reason.as_deref().unwrap_or(""),
-                            e.note.as_deref().unwrap_or("")
+                            e.message.as_deref().unwrap_or("")
                         )
                     })
                     .collect();
                 let ok = all.iter().any(|e| {
-                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(regarding)
+                    e.involved_object.name.as_deref() == Some(regarding)
                         && e.type_.as_deref() == Some(type_)
                         && e.reason.as_deref() == Some(reason)
                         && note.as_ref().is_none_or(|n| {
-                            e.note
+                            e.message
                                 .as_deref()
                                 .is_some_and(|got| got.contains(n.as_str()))
                         })

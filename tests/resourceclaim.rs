@@ -7,8 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{DEADLINE, InProcess, eventually};
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -198,7 +197,7 @@ async fn events_for(server: &TestServer, object: &str) -> Vec<Event> {
         .unwrap()
         .items
         .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(object))
+        .filter(|e| e.involved_object.name.as_deref() == Some(object))
         .collect()
 }
 
@@ -516,7 +515,7 @@ async fn bad_claims_get_events_and_do_not_block_the_pods_other_claims() {
                 e.reason.as_deref() == Some("FailedResourceClaimCreation")
                     && e.type_.as_deref() == Some("Warning")
             })
-            .filter_map(|e| e.note)
+            .filter_map(|e| e.message)
             .collect();
         (notes.len() >= 2).then_some(notes)
     })
@@ -566,7 +565,7 @@ async fn a_rejected_create_is_reported_counted_and_retried() {
             .await
             .into_iter()
             .find(|e| e.reason.as_deref() == Some("FailedResourceClaimCreation"))
-            .and_then(|e| e.note)
+            .and_then(|e| e.message)
     })
     .await;
     assert!(
@@ -647,7 +646,7 @@ async fn a_full_reservation_list_is_reported_not_written() {
         events_for(&server, "user")
             .await
             .into_iter()
-            .find_map(|e| e.note)
+            .find_map(|e| e.message)
     })
     .await;
     assert_eq!(

@@ -1,13 +1,17 @@
 //! The runtime's write path and event recorder against kube-testserver.
 
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
-use k8s_openapi::api::events::v1::Event;
+mod common;
+
+use common::{DEADLINE, eventually};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, ObjectReference};
 use kcm::runtime::events::EventRecorder;
+use kcm::runtime::events::sink::ApiSink;
 use kcm::runtime::metrics::Metrics;
 use kcm::runtime::writer::{ApiWriter, Part, is_conflict};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube_testserver::TestServer;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 fn cm(name: &str, value: &str) -> ConfigMap {
     serde_json::from_value(
@@ -89,8 +93,48 @@ async fn writer_counts_writes_and_shadow_writes_nothing() {
     assert_eq!(api.get("a").await.unwrap().data.unwrap()["k"], "2");
 }
 
+/// A recorder of `component` writing through a writer labelled `test`.
+fn start_recorder(server: &TestServer, metrics: &Metrics, shadow: bool) -> EventRecorder {
+    let writer = ApiWriter::new("test", metrics.clone(), shadow);
+    EventRecorder::start(
+        ApiSink::new(server.client(), writer),
+        "controllermanager",
+        "test",
+        kcm::runtime::clock::system(),
+        CancellationToken::new(),
+    )
+}
+
+fn event_writes(metrics: &Metrics, verb: &str, result: &str) -> u64 {
+    metrics
+        .api_writes
+        .with_label_values(&["test", verb, "events", result])
+        .get()
+}
+
+/// The core/v1 Events in `default`, as (name, reason, message, count), by name.
+async fn stored_events(events: &Api<Event>) -> Vec<(String, String, String, i32)> {
+    let mut all: Vec<_> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| {
+            (
+                e.metadata.name.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.message.unwrap_or_default(),
+                e.count.unwrap_or_default(),
+            )
+        })
+        .collect();
+    all.sort();
+    all
+}
+
 #[tokio::test]
-async fn events_are_recorded_under_the_reporting_name_and_withheld_in_shadow() {
+async fn events_are_created_then_patched_as_client_go_records_them_and_withheld_in_shadow() {
     let server = TestServer::start().await;
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     let obj = api
@@ -106,64 +150,78 @@ async fn events_are_recorded_under_the_reporting_name_and_withheld_in_shadow() {
         ..Default::default()
     };
     let metrics = Metrics::new().unwrap();
-    let recorder = EventRecorder::new(
-        server.client(),
-        "controllermanager",
-        "test",
-        metrics.clone(),
-        false,
-    );
-    recorder
-        .publish(
-            &reference,
-            true,
-            "NoPods",
-            "No matching pods found".into(),
-            "Sync",
-        )
-        .await;
+    let recorder = start_recorder(&server, &metrics, false);
     let events: Api<Event> = Api::namespaced(server.client(), "default");
-    let listed = events.list(&ListParams::default()).await.unwrap().items;
-    assert_eq!(listed.len(), 1);
-    let event = &listed[0];
+    let no_pods = || "No matching pods found".to_string();
+
+    recorder.record(reference.clone(), true, "NoPods", no_pods());
+    eventually("the event is created", DEADLINE, || async {
+        stored_events(&events).await.len() == 1
+    })
+    .await;
+    let event = events.list(&ListParams::default()).await.unwrap().items.remove(0);
+    let name = event.metadata.name.clone().unwrap();
+    assert!(name.starts_with("a."), "{name}");
     assert_eq!(event.reason.as_deref(), Some("NoPods"));
     assert_eq!(event.type_.as_deref(), Some("Warning"));
-    assert_eq!(event.note.as_deref(), Some("No matching pods found"));
+    assert_eq!(event.message.as_deref(), Some("No matching pods found"));
+    assert_eq!(event.count, Some(1));
+    assert_eq!(event.first_timestamp, event.last_timestamp);
     assert_eq!(
-        event.reporting_controller.as_deref(),
+        event.source.as_ref().and_then(|s| s.component.as_deref()),
         Some("controllermanager")
     );
-    assert_eq!(
-        event.regarding.as_ref().and_then(|r| r.name.as_deref()),
-        Some("a")
-    );
-    assert_eq!(
-        metrics
-            .api_writes
-            .with_label_values(&["test", "create", "events", "success"])
-            .get(),
-        1
+    assert_eq!(event.source.as_ref().and_then(|s| s.host.as_deref()), None);
+    assert_eq!(event.reporting_component.as_deref(), Some("controllermanager"));
+    assert_eq!(event.reporting_instance.as_deref().unwrap_or(""), "");
+    assert_eq!(event.involved_object.name.as_deref(), Some("a"));
+    assert_eq!(event.involved_object.uid, obj.metadata.uid);
+
+    // The same event again: a patch of its count.
+    recorder.record(reference.clone(), true, "NoPods", no_pods());
+    eventually("the event is counted twice", DEADLINE, || async {
+        stored_events(&events).await == [(name.clone(), "NoPods".into(), no_pods(), 2)]
+    })
+    .await;
+    assert_eq!(event_writes(&metrics, "create", "success"), 1);
+    assert_eq!(event_writes(&metrics, "patch", "success"), 1);
+
+    // The same reason with a new message is a new event, not a third count of the first.
+    recorder.record(reference.clone(), true, "NoPods", "another text".into());
+    eventually("a second event", DEADLINE, || async {
+        stored_events(&events).await.len() == 2
+    })
+    .await;
+    assert!(
+        stored_events(&events)
+            .await
+            .contains(&(name.clone(), "NoPods".into(), no_pods(), 2))
     );
 
-    let shadow = EventRecorder::new(
-        server.client(),
-        "controllermanager",
-        "test",
-        Metrics::new().unwrap(),
-        true,
-    );
-    shadow
-        .publish(&reference, false, "Other", "x".into(), "Sync")
-        .await;
-    assert_eq!(
-        events
-            .list(&ListParams::default())
+    // A repeat of an event that is gone is created anew under its name.
+    events.delete(&name, &Default::default()).await.unwrap();
+    recorder.record(reference.clone(), true, "NoPods", no_pods());
+    eventually("the event is created anew", DEADLINE, || async {
+        stored_events(&events)
             .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
+            .contains(&(name.clone(), "NoPods".into(), no_pods(), 3))
+    })
+    .await;
+    assert_eq!(event_writes(&metrics, "patch", "error"), 1);
+    assert_eq!(event_writes(&metrics, "create", "success"), 3);
+
+    let shadow_metrics = Metrics::new().unwrap();
+    let shadow = start_recorder(&server, &shadow_metrics, true);
+    shadow.record(reference, false, "Other", "x".into());
+    eventually("the shadow event is counted", DEADLINE, || async {
+        shadow_metrics
+            .shadow_diffs
+            .with_label_values(&["test", "events"])
+            .get()
+            == 1
+    })
+    .await;
+    assert_eq!(stored_events(&events).await.len(), 2, "nothing written in shadow");
 }
 
 #[tokio::test]

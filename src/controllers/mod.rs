@@ -19,6 +19,7 @@ use crate::cli::{Controller, FeatureGate, Settings};
 use crate::runtime::clock::Clock;
 use crate::runtime::controller::ControllerBuilder;
 use crate::runtime::events::EventRecorder;
+use crate::runtime::events::sink::ApiSink;
 use crate::runtime::informer::Informers;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::rbac::Rule;
@@ -50,14 +51,15 @@ impl Context {
         ApiWriter::new(controller, self.metrics.clone(), self.settings.shadow)
     }
 
-    /// An event recorder reporting as `reporting_controller` (upstream's component name).
-    pub fn recorder(&self, reporting_controller: &str, controller: &'static str) -> EventRecorder {
-        EventRecorder::new(
-            self.client.clone(),
-            reporting_controller,
+    /// The controller's event recorder, with upstream's source component (its
+    /// `EventSource{Component: ...}`); its writes are the controller's, its task ends with it.
+    pub fn recorder(&self, component: &'static str, controller: &'static str) -> EventRecorder {
+        EventRecorder::start(
+            ApiSink::new(self.client.clone(), self.writer(controller)),
+            component,
             controller,
-            self.metrics.clone(),
-            self.settings.shadow,
+            self.clock.clone(),
+            self.shutdown.clone(),
         )
     }
 

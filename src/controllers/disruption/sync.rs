@@ -29,8 +29,7 @@ impl Disruption {
         reason: &'static str,
         note: String,
     ) {
-        self.recorder
-            .spawn(regarding, warning, reason, note, "Sync");
+        self.recorder.record(regarding, warning, reason, note);
     }
 
     /// `sync`: the PDB's status, or the fail-safe status when that cannot be computed.

@@ -196,7 +196,6 @@ impl Effects for ResourceClaims {
     }
 
     fn warn(&self, pod: &Pod, reason: &'static str, note: String) {
-        self.recorder
-            .spawn(pod.object_ref(), true, reason, note, "Sync");
+        self.recorder.record(pod.object_ref(), true, reason, note);
     }
 }
