@@ -629,9 +629,11 @@ async fn a_changed_selector_gets_a_second_unmanaged_pods_event_with_its_text() {
         all
     };
     let source = "controllermanager".to_string();
-    eventually("UnmanagedPods with the label selector", DEADLINE, || async {
-        warnings().await == [(source.clone(), by_labels.clone())]
-    })
+    eventually(
+        "UnmanagedPods with the label selector",
+        DEADLINE,
+        || async { warnings().await == [(source.clone(), by_labels.clone())] },
+    )
     .await;
 
     pdbs.patch(
@@ -648,9 +650,11 @@ async fn a_changed_selector_gets_a_second_unmanaged_pods_event_with_its_text() {
         (source.clone(), by_labels.clone()),
         (source.clone(), by_expression.clone()),
     ];
-    eventually("a second UnmanagedPods with the new selector", DEADLINE, || async {
-        warnings().await == both
-    })
+    eventually(
+        "a second UnmanagedPods with the new selector",
+        DEADLINE,
+        || async { warnings().await == both },
+    )
     .await;
     kcm.stop().await;
 }

@@ -493,9 +493,7 @@ impl Env<'_> {
                     .unwrap_or_default();
                 let about: Vec<String> = all
                     .iter()
-                    .filter(|e| {
-                        e.involved_object.name.as_deref() == Some(regarding)
-                    })
+                    .filter(|e| e.involved_object.name.as_deref() == Some(regarding))
                     .map(|e| {
                         format!(
                             "{} {} {:?}",

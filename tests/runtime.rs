@@ -159,7 +159,12 @@ async fn events_are_created_then_patched_as_client_go_records_them_and_withheld_
         stored_events(&events).await.len() == 1
     })
     .await;
-    let event = events.list(&ListParams::default()).await.unwrap().items.remove(0);
+    let event = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .remove(0);
     let name = event.metadata.name.clone().unwrap();
     assert!(name.starts_with("a."), "{name}");
     assert_eq!(event.reason.as_deref(), Some("NoPods"));
@@ -172,7 +177,10 @@ async fn events_are_created_then_patched_as_client_go_records_them_and_withheld_
         Some("controllermanager")
     );
     assert_eq!(event.source.as_ref().and_then(|s| s.host.as_deref()), None);
-    assert_eq!(event.reporting_component.as_deref(), Some("controllermanager"));
+    assert_eq!(
+        event.reporting_component.as_deref(),
+        Some("controllermanager")
+    );
     assert_eq!(event.reporting_instance.as_deref().unwrap_or(""), "");
     assert_eq!(event.involved_object.name.as_deref(), Some("a"));
     assert_eq!(event.involved_object.uid, obj.metadata.uid);
@@ -221,7 +229,11 @@ async fn events_are_created_then_patched_as_client_go_records_them_and_withheld_
             == 1
     })
     .await;
-    assert_eq!(stored_events(&events).await.len(), 2, "nothing written in shadow");
+    assert_eq!(
+        stored_events(&events).await.len(),
+        2,
+        "nothing written in shadow"
+    );
 }
 
 #[tokio::test]

@@ -156,11 +156,7 @@ fn aggregate_key(event: &Event) -> String {
 pub fn event_name(object: &ObjectReference, at: Timestamp) -> String {
     let nanos = at.as_nanosecond();
     let sign = if nanos < 0 { "-" } else { "" };
-    format!(
-        "{}.{sign}{:x}",
-        text(&object.name),
-        nanos.unsigned_abs()
-    )
+    format!("{}.{sign}{:x}", text(&object.name), nanos.unsigned_abs())
 }
 
 impl EventCorrelator {

@@ -102,7 +102,11 @@ fn validate(scenario: &str, got: &Event, want: &Event) {
     let (first, last) = (got.first_timestamp.clone(), got.last_timestamp.clone());
     assert!(first.is_some() && last.is_some(), "{scenario}: timestamps");
     let counted_once = want.count == Some(1);
-    assert_eq!(first == last, counted_once, "{scenario}: {first:?} {last:?}");
+    assert_eq!(
+        first == last,
+        counted_once,
+        "{scenario}: {first:?} {last:?}"
+    );
     let fields = |e: &Event| {
         (
             e.reason.clone(),
@@ -121,12 +125,20 @@ fn validate(scenario: &str, got: &Event, want: &Event) {
 #[test]
 fn aggregate_key_differs_by_reason_not_message() {
     let one = make_event("end-of-world", "it was fun", object("Pod", "pod1", "other"));
-    let two = make_event("end-of-world", "it was awful", object("Pod", "pod1", "other"));
+    let two = make_event(
+        "end-of-world",
+        "it was awful",
+        object("Pod", "pod1", "other"),
+    );
     let three = make_event("nevermind", "it was a bug", object("Pod", "pod1", "other"));
     assert_eq!(aggregate_key(&one), aggregate_key(&two));
     assert_ne!(one.message, two.message, "the local key is the message");
     assert_ne!(aggregate_key(&one), aggregate_key(&three));
-    assert_ne!(event_key(&one), event_key(&two), "the event key has the message");
+    assert_ne!(
+        event_key(&one),
+        event_key(&two),
+        "the event key has the message"
+    );
 }
 
 #[test]
@@ -142,13 +154,20 @@ fn aggregate_message_has_client_gos_prefix() {
     assert_eq!(message, "(combined from similar events): x-9-m");
 }
 
+/// (name, previous events, new event, expected event (None: skipped), clock interval in seconds)
+type Scenario<'a> = (&'a str, Vec<Event>, &'a Event, Option<Event>, i64);
+
 /// client-go's `TestEventCorrelator`.
 #[test]
 fn event_correlator_scenarios() {
     let first = make_event("first", "i am first", object("Pod", "my-pod", "my-ns"));
     let duplicate = make_event("duplicate", "me again", object("Pod", "my-pod", "my-ns"));
     let unique_event = make_event("unique", "snowflake", object("Pod", "my-pod", "my-ns"));
-    let mut similar_event = make_event("similar", "similar message", object("Pod", "my-pod", "my-ns"));
+    let mut similar_event = make_event(
+        "similar",
+        "similar message",
+        object("Pod", "my-pod", "my-ns"),
+    );
     similar_event.involved_object.field_path = Some("spec.containers{container1}".into());
     let aggregate_event = make_event(
         "similar",
@@ -161,9 +180,14 @@ fn event_correlator_scenarios() {
     let burst = SPAM_BURST as usize;
     let similar_message = text(&similar_event.message).to_owned();
 
-    // (name, previous events, new event, expected event (None: skipped), interval seconds)
-    let scenarios: Vec<(&str, Vec<Event>, &Event, Option<Event>, i64)> = vec![
-        ("create-a-single-event", vec![], &first, Some(with_count(first.clone(), 1)), 5),
+    let scenarios: Vec<Scenario> = vec![
+        (
+            "create-a-single-event",
+            vec![],
+            &first,
+            Some(with_count(first.clone(), 1)),
+            5,
+        ),
         (
             "the-same-event-should-just-count",
             repeated(1, &duplicate),
@@ -276,7 +300,11 @@ fn spam_filter_budget_is_per_source_and_object_and_refills() {
             .correlate(stamp(different_reason.clone(), &clock))
             .is_some()
     );
-    assert!(correlator.correlate(stamp(different_reason, &clock)).is_none());
+    assert!(
+        correlator
+            .correlate(stamp(different_reason, &clock))
+            .is_none()
+    );
 }
 
 /// The issue this recorder exists for: the same reason with a new message (a PDB's new
@@ -299,7 +327,10 @@ fn a_new_message_is_a_new_event_and_a_repeat_patches_its_own() {
     seconds.store(10, Ordering::SeqCst);
     let second = correlator.correlate(stamp(new.clone(), &clock)).unwrap();
     assert_eq!(second.patch, None, "a new message is created, not patched");
-    assert_eq!(second.event.message.as_deref(), Some("selector: app in (a2)"));
+    assert_eq!(
+        second.event.message.as_deref(),
+        Some("selector: app in (a2)")
+    );
     assert_eq!(second.event.count, Some(1));
 
     seconds.store(20, Ordering::SeqCst);

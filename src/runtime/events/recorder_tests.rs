@@ -26,8 +26,9 @@ fn reference(uid: &str, field_path: Option<&str>) -> ObjectReference {
 async fn eventf_creates_then_patches_each_distinct_event() {
     let seconds = Arc::new(AtomicI64::new(0));
     let read = seconds.clone();
-    let clock: Clock =
-        Arc::new(move || Timestamp::from_second(1_700_000_000 + read.load(Ordering::SeqCst)).unwrap());
+    let clock: Clock = Arc::new(move || {
+        Timestamp::from_second(1_700_000_000 + read.load(Ordering::SeqCst)).unwrap()
+    });
     let (sink, mut writes) = FakeSink::new();
     let recorder = EventRecorder::start(sink, "eventTest", "test", clock, CancellationToken::new());
 

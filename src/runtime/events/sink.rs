@@ -24,8 +24,11 @@ pub const SLEEP: Duration = Duration::from_secs(10);
 /// client-go's `EventSink`: the two writes a recorder makes.
 pub trait EventSink: Send + Sync + 'static {
     fn create(&self, event: &Event) -> impl Future<Output = kube::Result<Event>> + Send;
-    fn patch(&self, event: &Event, patch: &Value)
-    -> impl Future<Output = kube::Result<Event>> + Send;
+    fn patch(
+        &self,
+        event: &Event,
+        patch: &Value,
+    ) -> impl Future<Output = kube::Result<Event>> + Send;
 }
 
 /// core/v1 Events in the event's namespace, through the controller's writer: counted as

@@ -47,18 +47,25 @@ fn drain(writes: &mut UnboundedReceiver<Write>) -> Vec<Write> {
     all
 }
 
+/// (case, failures before success, the error, attempts wanted)
+type Case = (&'static str, usize, fn() -> kube::Error, usize);
+
 #[tokio::test(start_paused = true)]
 async fn write_errors_are_given_up_or_retried_as_client_go_does() {
     let build: fn() -> kube::Error =
         || kube::Error::BuildRequest(kube::core::request::Error::Validation("bad".into()));
     let rejected: fn() -> kube::Error = || status(500, "InternalError");
     let exists: fn() -> kube::Error = || status(409, "AlreadyExists");
-    // (case, failures before success, error, attempts wanted)
-    let cases: [(&str, usize, fn() -> kube::Error, usize); 5] = [
+    let cases: [Case; 5] = [
         ("giveUp construction", 1000, build, 1),
         ("giveUp status", 1000, rejected, 1),
         ("giveUp exists", 1000, exists, 1),
-        ("retry transport", 1000, transport, MAX_TRIES_PER_EVENT as usize),
+        (
+            "retry transport",
+            1000,
+            transport,
+            MAX_TRIES_PER_EVENT as usize,
+        ),
         ("succeedEventually", 1, transport, 2),
     ];
     for (case, failures, error, wanted) in cases {
@@ -66,12 +73,22 @@ async fn write_errors_are_given_up_or_retried_as_client_go_does() {
         sink.fail_creates(failures, error);
         let mut correlator = EventCorrelator::new(clock());
         let start = tokio::time::Instant::now();
-        record_to_sink(&sink, &mut correlator, event(), &CancellationToken::new(), "test").await;
+        record_to_sink(
+            &sink,
+            &mut correlator,
+            event(),
+            &CancellationToken::new(),
+            "test",
+        )
+        .await;
         assert_eq!(drain(&mut writes).len(), wanted, "{case}");
         if wanted == MAX_TRIES_PER_EVENT as usize {
             // A randomized first sleep, then ten full ones.
             let waited = start.elapsed();
-            assert!(waited >= SLEEP * 10 && waited < SLEEP * 11, "{case}: {waited:?}");
+            assert!(
+                waited >= SLEEP * 10 && waited < SLEEP * 11,
+                "{case}: {waited:?}"
+            );
         }
     }
 }
@@ -106,7 +123,10 @@ async fn a_repeat_of_a_vanished_event_is_created_anew() {
     repeat.metadata.resource_version = Some("updated-resource-version".into());
     record_to_sink(&sink, &mut correlator, repeat, &shutdown, "test").await;
     let all = drain(&mut writes);
-    assert!(matches!(&all[1], Write::Patch(name, _) if name == "foo.1"), "{all:?}");
+    assert!(
+        matches!(&all[1], Write::Patch(name, _) if name == "foo.1"),
+        "{all:?}"
+    );
     let Write::Create(created) = &all[2] else {
         panic!("{all:?}")
     };

@@ -15,7 +15,7 @@ use super::sink::EventSink;
 /// One request the sink got.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Write {
-    Create(Event),
+    Create(Box<Event>),
     Patch(String, Value),
 }
 
@@ -40,11 +40,17 @@ impl FakeSink {
 
     /// The next `n` creates fail with `error()`.
     pub fn fail_creates(&self, n: usize, error: fn() -> kube::Error) {
-        self.create_errors.lock().unwrap().extend((0..n).map(|_| error()));
+        self.create_errors
+            .lock()
+            .unwrap()
+            .extend((0..n).map(|_| error()));
     }
 
     pub fn fail_patches(&self, n: usize, error: fn() -> kube::Error) {
-        self.patch_errors.lock().unwrap().extend((0..n).map(|_| error()));
+        self.patch_errors
+            .lock()
+            .unwrap()
+            .extend((0..n).map(|_| error()));
     }
 }
 
@@ -60,7 +66,7 @@ pub fn transport() -> kube::Error {
 
 impl EventSink for Arc<FakeSink> {
     async fn create(&self, event: &Event) -> kube::Result<Event> {
-        let _ = self.writes.send(Write::Create(event.clone()));
+        let _ = self.writes.send(Write::Create(Box::new(event.clone())));
         if let Some(err) = self.create_errors.lock().unwrap().pop_front() {
             return Err(err);
         }
