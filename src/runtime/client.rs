@@ -17,7 +17,13 @@ use prometheus::Histogram;
 use tower::buffer::Buffer;
 use tower::{BoxError, Layer, Service, ServiceExt};
 
+use kube::config::AuthInfo;
+use tokio_util::sync::CancellationToken;
+
 use super::backoff::TokenBucket;
+use super::credentials::{
+    CredentialsError, NAMESPACE, ServiceAccountTokens, TokenCell, TokenPolicy,
+};
 use super::restclient::{ERROR_CODE, RestClientMetrics};
 use crate::runtime::lock::lock;
 
@@ -34,6 +40,8 @@ pub enum ClientError {
     Build(#[from] kube::Error),
     #[error("invalid user agent: {0}")]
     UserAgent(#[from] http::header::InvalidHeaderValue),
+    #[error(transparent)]
+    Credentials(#[from] CredentialsError),
 }
 
 /// `--kubeconfig` if given; else in-cluster; else the usual kubeconfig lookup.
@@ -66,6 +74,8 @@ pub struct Clients {
     burst: u32,
     identity: String,
     metrics: RestClientMetrics,
+    /// Set by `--use-service-account-credentials`: the controllers' own identities.
+    service_accounts: Option<Arc<ServiceAccountTokens>>,
 }
 
 impl Clients {
@@ -82,7 +92,41 @@ impl Clients {
             burst,
             identity: identity.to_string(),
             metrics,
+            service_accounts: None,
         }
+    }
+
+    /// From now on [`Clients::controller`] authenticates each controller as its own
+    /// ServiceAccount, whose tokens the process gets with its own credentials (through a
+    /// client of its own, upstream's `kube-controller-manager` client). Renewals stop with
+    /// `stop`.
+    pub fn use_service_account_credentials(
+        &mut self,
+        policy: TokenPolicy,
+        stop: CancellationToken,
+    ) -> Result<(), ClientError> {
+        let core = self.client("kube-controller-manager")?;
+        self.service_accounts = Some(Arc::new(ServiceAccountTokens::new(core, policy, stop)));
+        Ok(())
+    }
+
+    /// The client of the controller whose client is named `name`: as [`Clients::client`], or,
+    /// with service account credentials, authenticated only as ServiceAccount
+    /// `kube-system/<name>` (the process's own credentials dropped, as upstream's
+    /// `AnonymousClientConfig`) with a user agent ending, as upstream's, in that account's
+    /// user name. The ServiceAccount is created if missing.
+    pub async fn controller(&self, name: &str) -> Result<Client, ClientError> {
+        let Some(accounts) = &self.service_accounts else {
+            return self.client(name);
+        };
+        let token = accounts.cell(name).await?;
+        let mut config = self.config.clone();
+        config.auth_info = AuthInfo::default();
+        self.build(
+            config,
+            &format!("system:serviceaccount:{NAMESPACE}:{name}"),
+            Some(token),
+        )
     }
 
     /// A new client named `name` (upstream's client name, e.g. `resourcequota-controller`)
@@ -91,7 +135,15 @@ impl Clients {
     /// ends, as upstream's, with `/<name>`, after the process identity, so requests can be
     /// told apart by process and by client. Must be called inside the tokio runtime.
     pub fn client(&self, name: &str) -> Result<Client, ClientError> {
-        let mut config = self.config.clone();
+        self.build(self.config.clone(), name, None)
+    }
+
+    fn build(
+        &self,
+        mut config: Config,
+        name: &str,
+        token: Option<TokenCell>,
+    ) -> Result<Client, ClientError> {
         let agent = format!(
             "kube-controller-manager/kcm-{} kcm/{}/{name}",
             env!("CARGO_PKG_VERSION"),
@@ -115,6 +167,7 @@ impl Clients {
             ))),
             metrics: self.metrics.clone(),
             host,
+            token,
         };
         Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
     }
@@ -125,6 +178,8 @@ struct ClientLayer {
     bucket: Arc<Mutex<TokenBucket>>,
     metrics: RestClientMetrics,
     host: Arc<str>,
+    /// The ServiceAccount token each request carries, under service account credentials.
+    token: Option<TokenCell>,
 }
 
 impl<S> Layer<S> for ClientLayer
@@ -168,7 +223,7 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request<Body>) -> Self::Future {
+    fn call(&mut self, mut req: Request<Body>) -> Self::Future {
         let watch = is_watch(req.uri());
         // Reserve now, so tokens go out in call order even though requests wait apart.
         let delay = (!watch).then(|| lock(&self.layer.bucket).reserve(Instant::now()));
@@ -188,7 +243,16 @@ where
                     .with_label_values(&labels)
                     .observe(start.elapsed().as_secs_f64());
             }
+            if let Some(token) = &layer.token {
+                let value = token.authorization().await?;
+                req.headers_mut().insert(http::header::AUTHORIZATION, value);
+            }
             let result = inner.ready().await?.call(req).await;
+            if let (Some(token), Ok(resp)) = (&layer.token, &result)
+                && resp.status() == http::StatusCode::UNAUTHORIZED
+            {
+                token.refused();
+            }
             let code = match &result {
                 Ok(resp) => resp.status().as_str().to_string(),
                 Err(_) => ERROR_CODE.to_string(),

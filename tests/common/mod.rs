@@ -6,7 +6,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
-use kcm::runtime::rbac::{Request, allows};
+use kube_testserver::rbac::{Request, allows};
 
 pub mod proc;
 
@@ -154,6 +154,7 @@ pub fn rbac_request(info: &kube_testserver::RequestInfo) -> Request<'_> {
         group: &info.group,
         resource: &info.resource,
         subresource: &info.subresource,
+        namespace: &info.namespace,
         name: &info.name,
     }
 }
