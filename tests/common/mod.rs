@@ -9,6 +9,7 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube_testserver::rbac::{Request, allows};
 
 pub mod proc;
+pub mod rbac;
 
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -198,6 +199,17 @@ impl InProcess {
         extra: &[&str],
         clock: kcm::runtime::clock::Clock,
     ) -> Self {
+        Self::launch(server, None, extra, clock).await
+    }
+
+    /// With `kubeconfig`, as [`InProcess::start_as`]; without, the server's credential-less
+    /// kubeconfig and the harness authorizer of the RBAC table.
+    async fn launch(
+        server: &kube_testserver::TestServer,
+        kubeconfig: Option<&Path>,
+        extra: &[&str],
+        clock: kcm::runtime::clock::Clock,
+    ) -> Self {
         let port = free_port();
         let mut args = vec![
             "kcm".to_string(),
@@ -218,11 +230,14 @@ impl InProcess {
             .expect("flags parse")
             .validate()
             .expect("flags valid");
-        let config = kcm::runtime::client::load_config(Some(server.kubeconfig_path()))
-            .await
-            .expect("kubeconfig");
+        let config =
+            kcm::runtime::client::load_config(Some(kubeconfig.unwrap_or(server.kubeconfig_path())))
+                .await
+                .expect("kubeconfig");
         let denied = std::sync::Arc::default();
-        server.authorize(authorizer(&settings, std::sync::Arc::clone(&denied)));
+        if kubeconfig.is_none() {
+            server.authorize(authorizer(&settings, std::sync::Arc::clone(&denied)));
+        }
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(kcm::app::run_with_config(
             settings,
@@ -239,6 +254,22 @@ impl InProcess {
             task: Some(task),
             denied,
         }
+    }
+
+    /// kcm authenticated by `kubeconfig` against a server that enforces RBAC from its
+    /// stored roles (no harness authorizer): what the server refuses shows in its log.
+    pub async fn start_as(
+        server: &kube_testserver::TestServer,
+        kubeconfig: &Path,
+        extra: &[&str],
+    ) -> Self {
+        Self::launch(
+            server,
+            Some(kubeconfig),
+            extra,
+            kcm::runtime::clock::system(),
+        )
+        .await
     }
 
     pub async fn metric(&self, sample: &str) -> Option<f64> {

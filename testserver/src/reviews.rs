@@ -153,13 +153,14 @@ impl Reviews {
             .then(|| entry.user.clone())
     }
 
-    /// How many tokens the TokenRequests for `user` got so far.
-    pub fn issued_tokens(&self, user: &str) -> usize {
+    /// The tokens TokenRequests got for `user` so far, expired ones included.
+    pub fn issued_tokens(&self, user: &str) -> Vec<String> {
         self.lock()
             .tokens
-            .values()
-            .filter(|t| t.expires.is_some() && t.user.name == user)
-            .count()
+            .iter()
+            .filter(|(_, t)| t.expires.is_some() && t.user.name == user)
+            .map(|(token, _)| token.clone())
+            .collect()
     }
 
     /// Answers a TokenRequest for ServiceAccount `namespace/name` (the caller has checked
