@@ -102,6 +102,17 @@ fn kcm_settings(args: &[String]) -> kcm::cli::Settings {
     .unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
+/// No privilege escalation, a read-only root filesystem, no capability.
+fn assert_hardened(container: &k8s_openapi::api::core::v1::Container) {
+    let security = container.security_context.clone().unwrap();
+    assert_eq!(security.allow_privilege_escalation, Some(false));
+    assert_eq!(security.read_only_root_filesystem, Some(true));
+    assert_eq!(
+        security.capabilities.unwrap().drop,
+        Some(vec!["ALL".to_string()])
+    );
+}
+
 fn table_rules(rules: &[kcm::runtime::rbac::Rule]) -> Vec<PolicyRule> {
     rules.iter().map(|r| r.policy_rule()).collect()
 }
@@ -286,13 +297,7 @@ fn the_deployment_runs_kcm_hardened_with_flags_kcm_accepts() {
     );
     assert_eq!(pod.containers.len(), 1);
     let container = &pod.containers[0];
-    let security = container.security_context.clone().unwrap();
-    assert_eq!(security.allow_privilege_escalation, Some(false));
-    assert_eq!(security.read_only_root_filesystem, Some(true));
-    assert_eq!(
-        security.capabilities.unwrap().drop,
-        Some(vec!["ALL".to_string()])
-    );
+    assert_hardened(container);
     let resources = container.resources.clone().unwrap();
     assert!(resources.requests.unwrap().contains_key("memory"));
     assert!(resources.limits.unwrap().contains_key("memory"));
@@ -557,13 +562,7 @@ async fn the_control_plane_variant_runs_beside_upstream_as_the_controller_manage
         "no token of its own is mounted for use"
     );
     let container = &spec.containers[0];
-    let security = container.security_context.clone().unwrap();
-    assert_eq!(security.allow_privilege_escalation, Some(false));
-    assert_eq!(security.read_only_root_filesystem, Some(true));
-    assert_eq!(
-        security.capabilities.unwrap().drop,
-        Some(vec!["ALL".to_string()])
-    );
+    assert_hardened(container);
 
     let settings = kcm_settings(&container.args.clone().unwrap());
     assert!(settings.use_service_account_credentials);

@@ -313,22 +313,29 @@ fn refused(server: &TestServer) -> Vec<String> {
         .collect()
 }
 
+/// A cluster with the bootstrap roles, deploy/control-plane's Role, [`seed_workload`]'s objects
+/// and RBAC enforced: pod `web`, and a kubeconfig of the controller manager's user.
+async fn control_plane(server: &TestServer) -> (Pod, std::path::PathBuf) {
+    load(server, &bootstrap());
+    load(
+        server,
+        &rbac_objects(kustomize(&repo_path("deploy/control-plane"))),
+    );
+    let web = seed_workload(server).await;
+    server.enforce_rbac();
+    let kubeconfig = server
+        .kubeconfig_as(&UserInfo::new(CONTROLLER_MANAGER, &[]))
+        .unwrap();
+    (web, kubeconfig)
+}
+
 /// All five controllers (storage-version-gc is gated off by default, as upstream).
 const ALL: [&str; 1] = ["--feature-gates=StorageVersionAPI=true"];
 
 #[tokio::test]
 async fn with_service_account_credentials_the_bootstrap_roles_are_all_kcm_needs() {
     let server = TestServer::start().await;
-    load(&server, &bootstrap());
-    load(
-        &server,
-        &rbac_objects(kustomize(&repo_path("deploy/control-plane"))),
-    );
-    let web = seed_workload(&server).await;
-    server.enforce_rbac();
-    let kubeconfig = server
-        .kubeconfig_as(&UserInfo::new(CONTROLLER_MANAGER, &[]))
-        .unwrap();
+    let (web, kubeconfig) = control_plane(&server).await;
     let args = [
         &ALL[..],
         &[
@@ -621,16 +628,7 @@ async fn a_refused_token_is_replaced_at_once() {
 #[tokio::test]
 async fn no_token_is_ever_logged() {
     let server = TestServer::start().await;
-    load(&server, &bootstrap());
-    load(
-        &server,
-        &rbac_objects(kustomize(&repo_path("deploy/control-plane"))),
-    );
-    let web = seed_workload(&server).await;
-    server.enforce_rbac();
-    let kubeconfig = server
-        .kubeconfig_as(&UserInfo::new(CONTROLLER_MANAGER, &[]))
-        .unwrap();
+    let (web, kubeconfig) = control_plane(&server).await;
     let args = [
         &ALL[..],
         &[

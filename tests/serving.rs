@@ -58,7 +58,7 @@ fn enforce_serving_rbac(server: &TestServer) {
         .map(|r| r.policy_rule())
         .collect();
     server.authorize(Box::new(move |info, _| {
-        let request = common::rbac_request(info);
+        let request = info.rbac();
         let serving = matches!(
             info.resource.as_str(),
             "tokenreviews" | "subjectaccessreviews" | "configmaps"

@@ -6,7 +6,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
-use kube_testserver::rbac::{Request, allows};
+use kube_testserver::rbac::allows;
 
 pub mod proc;
 pub mod rbac;
@@ -148,18 +148,6 @@ fn granted(settings: &kcm::cli::Settings) -> (Vec<PolicyRule>, Vec<PolicyRule>, 
     (cluster, leader, namespace)
 }
 
-/// The RBAC question a request the test server saw asks.
-pub fn rbac_request(info: &kube_testserver::RequestInfo) -> Request<'_> {
-    Request {
-        verb: &info.verb,
-        group: &info.group,
-        resource: &info.resource,
-        subresource: &info.subresource,
-        namespace: &info.namespace,
-        name: &info.name,
-    }
-}
-
 fn authorizer(
     settings: &kcm::cli::Settings,
     denied: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
@@ -169,7 +157,7 @@ fn authorizer(
         if !user_agent.contains("kcm/") {
             return Ok(());
         }
-        let request = rbac_request(info);
+        let request = info.rbac();
         if allows(&cluster, &request)
             || (info.namespace == lease_namespace && allows(&leader, &request))
         {

@@ -19,6 +19,20 @@ pub struct RequestInfo {
     pub name: String,
 }
 
+impl RequestInfo {
+    /// The question this request puts to RBAC.
+    pub fn rbac(&self) -> crate::rbac::Request<'_> {
+        crate::rbac::Request {
+            verb: &self.verb,
+            group: &self.group,
+            resource: &self.resource,
+            subresource: &self.subresource,
+            namespace: &self.namespace,
+            name: &self.name,
+        }
+    }
+}
+
 /// One request the server answered.
 #[derive(Debug, Clone)]
 pub struct RequestRecord {

@@ -350,14 +350,7 @@ fn authorize(
             .access(info, user_agent)
             .map_err(ApiError::forbidden);
     }
-    let request = rbac::Request {
-        verb: &info.verb,
-        group: &info.group,
-        resource: &info.resource,
-        subresource: &info.subresource,
-        namespace: &info.namespace,
-        name: &info.name,
-    };
+    let request = info.rbac();
     rbac::authorize(&shared.store, user, &request).map_err(|reason| {
         ApiError::forbidden(rbac::forbidden_message(&user.name, &request, &reason))
     })

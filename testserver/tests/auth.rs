@@ -153,22 +153,23 @@ async fn unknown_tokens_get_401_and_the_tokenless_user_can_be_anonymous() {
     );
 }
 
-fn token_request(seconds: i64) -> TokenRequest {
-    serde_json::from_value(json!({ "spec": { "expirationSeconds": seconds } })).unwrap()
+/// A TokenRequest for `kube-system/ttl-controller` of `seconds`.
+async fn ask_token(
+    accounts: &Api<ServiceAccount>,
+    seconds: i64,
+) -> Result<TokenRequest, kube::Error> {
+    let request: TokenRequest =
+        serde_json::from_value(json!({ "spec": { "expirationSeconds": seconds } })).unwrap();
+    accounts
+        .create_token_request("ttl-controller", &PostParams::default(), &request)
+        .await
 }
 
 #[tokio::test]
 async fn token_requests_issue_service_account_tokens_that_expire() {
     let server = TestServer::start().await;
     let accounts: Api<ServiceAccount> = Api::namespaced(server.client(), "kube-system");
-    let err = accounts
-        .create_token_request(
-            "ttl-controller",
-            &PostParams::default(),
-            &token_request(3600),
-        )
-        .await
-        .unwrap_err();
+    let err = ask_token(&accounts, 3600).await.unwrap_err();
     let status = api_error(err);
     assert_eq!(
         (status.code, status.message.as_str()),
@@ -181,12 +182,7 @@ async fn token_requests_issue_service_account_tokens_that_expire() {
         )
         .await
         .unwrap();
-    let status = api_error(
-        accounts
-            .create_token_request("ttl-controller", &PostParams::default(), &token_request(60))
-            .await
-            .unwrap_err(),
-    );
+    let status = api_error(ask_token(&accounts, 60).await.unwrap_err());
     assert_eq!(
         (status.code, status.message.as_str()),
         (
@@ -199,14 +195,7 @@ async fn token_requests_issue_service_account_tokens_that_expire() {
     server
         .reviews()
         .set_max_token_expiration(Duration::from_secs(1));
-    let answer = accounts
-        .create_token_request(
-            "ttl-controller",
-            &PostParams::default(),
-            &token_request(3600),
-        )
-        .await
-        .unwrap();
+    let answer = ask_token(&accounts, 3600).await.unwrap();
     assert_eq!(
         answer.spec.as_ref().and_then(|s| s.expiration_seconds),
         Some(1)
@@ -218,7 +207,7 @@ async fn token_requests_issue_service_account_tokens_that_expire() {
         server
             .reviews()
             .issued_tokens("system:serviceaccount:kube-system:ttl-controller"),
-        [token.clone()]
+        std::slice::from_ref(&token)
     );
 
     // The token authenticates as the ServiceAccount, with its groups, until it expires.
@@ -253,8 +242,8 @@ async fn token_requests_issue_service_account_tokens_that_expire() {
     }
 }
 
-/// A claim with an allocation, and a user allowed to write claims' status but not to bind.
-async fn claim_and_writer(server: &TestServer, binding_verbs: &[&str]) -> Api<ResourceClaim> {
+/// Claim `default/gpu`, made by the admin.
+async fn gpu_claim(server: &TestServer) -> Api<ResourceClaim> {
     let claims: Api<ResourceClaim> = Api::namespaced(server.client(), "default");
     claims
         .create(
@@ -263,6 +252,12 @@ async fn claim_and_writer(server: &TestServer, binding_verbs: &[&str]) -> Api<Re
         )
         .await
         .unwrap();
+    claims
+}
+
+/// A claim with an allocation, and a user allowed to write claims' status but not to bind.
+async fn claim_and_writer(server: &TestServer, binding_verbs: &[&str]) -> Api<ResourceClaim> {
+    let claims = gpu_claim(server).await;
     claims
         .patch_status(
             "gpu",
@@ -354,14 +349,7 @@ async fn changing_reservations_or_allocations_needs_the_binding_subresource() {
 #[tokio::test]
 async fn an_authorizer_function_is_asked_about_binding_too() {
     let server = TestServer::start().await;
-    let claims: Api<ResourceClaim> = Api::namespaced(server.client(), "default");
-    claims
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({ "metadata": { "name": "gpu" }, "spec": {} })).unwrap(),
-        )
-        .await
-        .unwrap();
+    let claims = gpu_claim(&server).await;
     server.authorize(Box::new(|info, _| {
         if info.subresource == "binding" {
             Err(format!("no {} of bindings", info.verb))
