@@ -65,7 +65,7 @@ impl Default for TokenPolicy {
 
 impl TokenPolicy {
     /// How long after getting a token that expires at `expires` (seen at `now`) to renew it.
-    pub fn renew_after(&self, now: Timestamp, expires: Timestamp) -> Duration {
+    fn renew_after(&self, now: Timestamp, expires: Timestamp) -> Duration {
         let lifetime = Duration::try_from(expires.duration_since(now))
             .unwrap_or_default()
             .max(self.min_lifetime);

@@ -163,14 +163,10 @@ fn authorizer(
         {
             return Ok(());
         }
-        let resource = if info.subresource.is_empty() {
-            info.resource.clone()
-        } else {
-            format!("{}/{}", info.resource, info.subresource)
-        };
-        let reason = format!(
-            "{resource} is forbidden: User \"system:serviceaccount:kube-system:kcm\" cannot {} resource \"{resource}\" in API group \"{}\" (namespace {:?}, name {:?})",
-            info.verb, info.group, info.namespace, info.name
+        let reason = kube_testserver::rbac::forbidden_message(
+            "system:serviceaccount:kube-system:kcm",
+            &request,
+            "",
         );
         denied.lock().unwrap().push(reason.clone());
         Err(reason)

@@ -198,7 +198,7 @@ impl TestServer {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(std::env::temp_dir);
-        let path = dir.join(format!("kubeconfig-{token}"));
+        let path = dir.join(format!("kubeconfig-{}", uuid::Uuid::new_v4().simple()));
         let yaml = kubeconfig_yaml(&self.url())
             .replace("  user: {}\n", &format!("  user:\n    token: {token}\n"));
         std::fs::write(&path, yaml)?;
