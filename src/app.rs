@@ -113,7 +113,11 @@ pub async fn run_with_config(
     let discovery = clients.client("controller-discovery")?;
     let stop = CancellationToken::new();
     if settings.use_service_account_credentials {
-        clients.use_service_account_credentials(TokenPolicy::default(), stop.clone())?;
+        let policy = TokenPolicy {
+            create_accounts: !settings.shadow,
+            ..TokenPolicy::default()
+        };
+        clients.use_service_account_credentials(policy, stop.clone())?;
     }
     let signal_stop = stop.clone();
     tokio::spawn(async move {

@@ -668,3 +668,48 @@ async fn no_token_is_ever_logged() {
         assert!(!log.contains(&token), "a token is in the log");
     }
 }
+
+/// `--shadow` writes nothing: it uses the controllers' ServiceAccounts but never creates one.
+#[tokio::test]
+async fn in_shadow_mode_service_accounts_are_used_but_never_created() {
+    let server = TestServer::start().await;
+    let (_, kubeconfig) = control_plane(&server).await;
+    let args = [
+        "kcm",
+        "--shadow",
+        "--use-service-account-credentials=true",
+        "--controllers=ttl-controller",
+        "--secure-port=0",
+    ];
+    let settings = <kcm::cli::Options as clap::Parser>::try_parse_from(args)
+        .unwrap()
+        .validate()
+        .unwrap();
+    let config = load_config(Some(&kubeconfig)).await.unwrap();
+    let err = kcm::app::run_with_config(
+        settings,
+        config,
+        "test".into(),
+        kcm::runtime::clock::system(),
+        std::future::pending(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "ServiceAccount kube-system/ttl-controller does not exist, and --shadow creates nothing"
+    );
+
+    server
+        .seed(json!({ "apiVersion": "v1", "kind": "ServiceAccount",
+                      "metadata": { "name": "ttl-controller", "namespace": "kube-system" } }))
+        .unwrap();
+    let kcm = InProcess::start_as(&server, &kubeconfig, &args[1..4]).await;
+    eventually("the shadow gets a token", DEADLINE, || async {
+        !server.reviews().issued_tokens(TTL_ACCOUNT).is_empty()
+    })
+    .await;
+    kcm.stop().await;
+    assert_eq!(server.count(|r| r.is("create", "serviceaccounts", "")), 0);
+    assert_eq!(refused(&server), Vec::<String>::new());
+}

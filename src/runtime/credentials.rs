@@ -48,6 +48,9 @@ pub struct TokenPolicy {
     /// Failed attempts after which a client without any token yet fails its requests instead
     /// of waiting (upstream's backoff gives up after 4 steps).
     pub attempts_before_failing: u32,
+    /// Create a missing ServiceAccount, as upstream does. Off under `--shadow`, which writes
+    /// nothing: a missing ServiceAccount is then an error.
+    pub create_accounts: bool,
 }
 
 impl Default for TokenPolicy {
@@ -59,6 +62,7 @@ impl Default for TokenPolicy {
             first_retry: Duration::from_millis(500),
             max_retry: Duration::from_secs(30),
             attempts_before_failing: 4,
+            create_accounts: true,
         }
     }
 }
@@ -90,6 +94,8 @@ pub enum CredentialsError {
     TokenRequest { name: String, source: kube::Error },
     #[error("the TokenRequest for ServiceAccount {NAMESPACE}/{0} returned no usable token")]
     EmptyToken(String),
+    #[error("ServiceAccount {NAMESPACE}/{0} does not exist, and --shadow creates nothing")]
+    Missing(String),
     #[error("no token for ServiceAccount {NAMESPACE}/{name} yet: {why}")]
     NoToken { name: String, why: String },
 }
@@ -166,7 +172,7 @@ impl ServiceAccountTokens {
         if let Some(cell) = lock(&self.cells).get(name) {
             return Ok(cell.clone());
         }
-        get_or_create(&self.accounts, name).await?;
+        get_or_create(&self.accounts, name, self.policy.create_accounts).await?;
         let mut cells = lock(&self.cells);
         if let Some(cell) = cells.get(name) {
             return Ok(cell.clone());
@@ -190,13 +196,20 @@ impl ServiceAccountTokens {
     }
 }
 
-async fn get_or_create(accounts: &Api<ServiceAccount>, name: &str) -> Result<(), CredentialsError> {
+async fn get_or_create(
+    accounts: &Api<ServiceAccount>,
+    name: &str,
+    create: bool,
+) -> Result<(), CredentialsError> {
     let error = |source| CredentialsError::ServiceAccount {
         name: name.to_string(),
         source,
     };
     if accounts.get_opt(name).await.map_err(error)?.is_some() {
         return Ok(());
+    }
+    if !create {
+        return Err(CredentialsError::Missing(name.to_string()));
     }
     let account = ServiceAccount {
         metadata: ObjectMeta {
@@ -228,7 +241,7 @@ async fn request_token(
     policy: &TokenPolicy,
 ) -> Result<(HeaderValue, Timestamp), CredentialsError> {
     // The ServiceAccount may have been deleted since (upstream checks each time too).
-    get_or_create(accounts, name).await?;
+    get_or_create(accounts, name, policy.create_accounts).await?;
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {
             expiration_seconds: Some(
