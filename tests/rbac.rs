@@ -713,3 +713,56 @@ async fn in_shadow_mode_service_accounts_are_used_but_never_created() {
     assert_eq!(server.count(|r| r.is("create", "serviceaccounts", "")), 0);
     assert_eq!(refused(&server), Vec::<String>::new());
 }
+
+/// A process identity that may not request tokens: the controller's requests fail, after the
+/// first attempts, with the reason rather than waiting forever.
+#[tokio::test]
+async fn without_permission_to_request_tokens_requests_fail_with_the_reason() {
+    let server = TestServer::start().await;
+    server
+        .seed(json!({ "apiVersion": "v1", "kind": "ServiceAccount",
+                      "metadata": { "name": "ttl-controller", "namespace": "kube-system" } }))
+        .unwrap();
+    load(
+        &server,
+        &[
+            json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                    "metadata": { "name": "read-accounts" },
+                    "rules": [{ "apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["get"] }] }),
+            json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                    "metadata": { "name": "read-accounts" },
+                    "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "read-accounts" },
+                    "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "half" }] }),
+        ],
+    );
+    server.enforce_rbac();
+    let kubeconfig = server.kubeconfig_as(&UserInfo::new("half", &[])).unwrap();
+    let config = load_config(Some(&kubeconfig)).await.unwrap();
+    let metrics = kcm::runtime::metrics::Metrics::new().unwrap();
+    let mut clients = Clients::new(config, 1000.0, 1000, "test", metrics.rest_client);
+    let stop = CancellationToken::new();
+    let policy = TokenPolicy {
+        first_retry: Duration::from_millis(10),
+        ..TokenPolicy::default()
+    };
+    clients
+        .use_service_account_credentials(policy, stop.clone())
+        .unwrap();
+    let client = clients.controller("ttl-controller").await.unwrap();
+    let err = Api::<Node>::all(client)
+        .list(&ListParams::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("no token for ServiceAccount kube-system/ttl-controller yet: requesting a token for ServiceAccount kube-system/ttl-controller: ")
+            && err.contains("serviceaccounts \"ttl-controller\" is forbidden: User \"half\" cannot create resource \"serviceaccounts/token\" in API group \"\" in the namespace \"kube-system\""),
+        "{err}"
+    );
+    assert_eq!(
+        server.count(|r| r.is("list", "nodes", "")),
+        0,
+        "nothing is sent without a token"
+    );
+    stop.cancel();
+}

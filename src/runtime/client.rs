@@ -11,14 +11,12 @@ use std::time::Instant;
 
 use http::{Request, Response};
 use kube::client::{Body, ClientBuilder, DynBody};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use prometheus::Histogram;
+use tokio_util::sync::CancellationToken;
 use tower::buffer::Buffer;
 use tower::{BoxError, Layer, Service, ServiceExt};
-
-use kube::config::AuthInfo;
-use tokio_util::sync::CancellationToken;
 
 use super::backoff::TokenBucket;
 use super::credentials::{
@@ -243,11 +241,21 @@ where
                     .with_label_values(&labels)
                     .observe(start.elapsed().as_secs_f64());
             }
-            if let Some(token) = &layer.token {
-                let value = token.authorization().await?;
-                req.headers_mut().insert(http::header::AUTHORIZATION, value);
-            }
-            let result = inner.ready().await?.call(req).await;
+            // Without a token the request fails as a transport error would (counted so).
+            let authorized = match &layer.token {
+                Some(token) => token
+                    .authorization()
+                    .await
+                    .map(|value| {
+                        req.headers_mut().insert(http::header::AUTHORIZATION, value);
+                    })
+                    .map_err(BoxError::from),
+                None => Ok(()),
+            };
+            let result = match authorized {
+                Ok(()) => inner.ready().await?.call(req).await,
+                Err(err) => Err(err),
+            };
             if let (Some(token), Ok(resp)) = (&layer.token, &result)
                 && resp.status() == http::StatusCode::UNAUTHORIZED
             {
