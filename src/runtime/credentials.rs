@@ -123,19 +123,19 @@ impl TokenCell {
     /// The header to send: waits for the first TokenRequest, then never.
     pub async fn authorization(&self) -> Result<HeaderValue, CredentialsError> {
         let mut state = self.state.clone();
-        let current = state
-            .wait_for(|s| !matches!(s, TokenState::Pending))
-            .await
-            .map(|s| s.clone())
-            .unwrap_or_else(|_| TokenState::Failed("kcm is shutting down".into()));
-        match current {
-            TokenState::Ready(value) => Ok(value),
-            TokenState::Failed(why) => Err(CredentialsError::NoToken {
-                name: self.name.to_string(),
-                why,
-            }),
-            TokenState::Pending => unreachable!("waited until not pending"),
-        }
+        // Closed only once the renewal task is gone with no token ever got: kcm is stopping.
+        let why = match state.wait_for(|s| !matches!(s, TokenState::Pending)).await {
+            Ok(current) => match &*current {
+                TokenState::Ready(value) => return Ok(value.clone()),
+                TokenState::Failed(why) => why.clone(),
+                TokenState::Pending => "the first TokenRequest is under way".into(),
+            },
+            Err(_) => "kcm is shutting down".into(),
+        };
+        Err(CredentialsError::NoToken {
+            name: self.name.to_string(),
+            why,
+        })
     }
 
     /// The API server refused the token (401): get a new one now.
