@@ -12,6 +12,7 @@ use crate::cli::Settings;
 use crate::controllers::Context;
 use crate::runtime::client::{ClientError, Clients, load_config};
 use crate::runtime::clock::{self, Clock};
+use crate::runtime::credentials::TokenPolicy;
 use crate::runtime::informer::Informers;
 use crate::runtime::leader::{LeaderElectionConfig, LeaderElector, default_identity};
 use crate::runtime::lock::lock;
@@ -101,7 +102,7 @@ pub async fn run_with_config(
     let metrics = Metrics::new()?;
     // One client and bucket per user, as kube-controller-manager: the shared informers, the
     // metadata informers, discovery, leader election, and each controller (below).
-    let clients = Clients::new(
+    let mut clients = Clients::new(
         config,
         settings.kube_api_qps,
         settings.kube_api_burst.get(),
@@ -111,6 +112,13 @@ pub async fn run_with_config(
     let metadata_client = clients.client("metadata-informers")?;
     let discovery = clients.client("controller-discovery")?;
     let stop = CancellationToken::new();
+    if settings.use_service_account_credentials {
+        let policy = TokenPolicy {
+            create_accounts: !settings.shadow,
+            ..TokenPolicy::default()
+        };
+        clients.use_service_account_credentials(policy, stop.clone())?;
+    }
     let signal_stop = stop.clone();
     tokio::spawn(async move {
         stop_signal.await;
@@ -219,7 +227,7 @@ pub async fn run_with_config(
         let startup = Startup::new(name);
         startups.push(startup.clone());
         let run = (entry.run)(Context {
-            client: clients.client(entry.client)?,
+            client: clients.controller(entry.client).await?,
             metadata_client: metadata_client.clone(),
             informers: informers.clone(),
             metrics: metrics.clone(),

@@ -52,7 +52,8 @@ StorageVersionAPI (default false)";
              storageversion-garbage-collector controllers",
     mut_arg("leader_elect", go_bool),
     mut_arg("authentication_skip_lookup", go_bool),
-    mut_arg("shadow", go_bool)
+    mut_arg("shadow", go_bool),
+    mut_arg("use_service_account_credentials", go_bool)
 )]
 pub struct Options {
     /// Path to a kubeconfig file; if unset, the in-cluster config is used, else the usual
@@ -197,6 +198,11 @@ pub struct Options {
     #[arg(long, default_value_t = false)]
     pub shadow: bool,
 
+    /// If true, use individual service account credentials for each controller
+    // A Go bool flag: `go_bool`, set on the command.
+    #[arg(long, default_value_t = false)]
+    pub use_service_account_credentials: bool,
+
     /// Log line format
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -239,6 +245,8 @@ pub struct Settings {
     pub kube_api_qps: f32,
     pub kube_api_burst: NonZeroU32,
     pub shadow: bool,
+    /// Each controller's client authenticates as ServiceAccount `kube-system/<its name>`.
+    pub use_service_account_credentials: bool,
     pub log_format: LogFormat,
     pub verbosity: u8,
 }
@@ -392,6 +400,7 @@ impl Options {
             kube_api_qps: self.kube_api_qps,
             kube_api_burst,
             shadow: self.shadow,
+            use_service_account_credentials: self.use_service_account_credentials,
             log_format: self.log_format,
             verbosity: self.verbosity,
         })
@@ -1078,6 +1087,7 @@ mod tests {
         assert_eq!(settings.kube_api_qps, 20.0);
         assert_eq!(settings.kube_api_burst.get(), 30);
         assert!(!settings.shadow);
+        assert!(!settings.use_service_account_credentials);
         assert_eq!(settings.log_format, LogFormat::Text);
         assert_eq!(settings.verbosity, 0);
     }
@@ -1134,6 +1144,14 @@ mod tests {
             let options = parse(args).unwrap();
             assert_eq!(options.leader_elect, *leader_elect, "{args:?}");
             assert_eq!(options.shadow, *shadow, "{args:?}");
+        }
+        for (args, want) in [
+            (&["--use-service-account-credentials"][..], true),
+            (&["--use-service-account-credentials=true"], true),
+            (&["--use-service-account-credentials=false"], false),
+        ] {
+            let options = parse(args).unwrap();
+            assert_eq!(options.use_service_account_credentials, want, "{args:?}");
         }
         // Like pflag, the value must be attached with '='.
         assert!(parse(&["--leader-elect", "false"]).is_err());

@@ -64,6 +64,10 @@ fn help_lists_every_flag_with_its_default() {
         ("--kube-api-qps", Some("[default: 20]")),
         ("--kube-api-burst", Some("[default: 30]")),
         ("--shadow", Some("[default: false]")),
+        (
+            "--use-service-account-credentials",
+            Some("[default: false]"),
+        ),
         ("--log-format", Some("[default: text]")),
         ("--v", Some("[default: 0]")),
     ];

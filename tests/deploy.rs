@@ -1,16 +1,19 @@
 //! deploy/: every manifest parses into its k8s-openapi type with nothing left over, the RBAC
 //! equals the table in the code (which the integration harness enforces on every request kcm
 //! makes), the whole directory applies to kube-testserver, and the Deployment's arguments are
-//! accepted by kcm's own flag parser. With kubectl installed, `kubectl kustomize` builds both
-//! variants and `kubectl apply --dry-run=client -k deploy/` passes.
+//! accepted by kcm's own flag parser. deploy/control-plane/ runs kcm as a static pod beside
+//! upstream with the controller manager's kubeconfig and ServiceAccount credentials; with the
+//! bootstrap roles, its one Role is all it needs. With kubectl installed, `kubectl kustomize`
+//! builds the three variants and `kubectl apply --dry-run=client -k` passes.
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use common::rbac::{bootstrap, load, yaml_documents};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use kcm::app::CONTROLLERS;
@@ -18,8 +21,8 @@ use kcm::runtime::rbac::{grants, read_only};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
 use kube_testserver::{ResourceType, TestServer};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 const NAMESPACE: &str = "kube-system";
@@ -29,41 +32,41 @@ fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
 }
 
-/// Every YAML file below deploy/, sorted.
-fn manifest_files() -> Vec<PathBuf> {
+/// The control-plane variant: a static pod and its RBAC, beside upstream, not the Deployment.
+const CONTROL_PLANE: &str = "control-plane";
+
+/// Every YAML file below `dir` (but the control-plane variant's when `dir` is deploy/), sorted.
+fn manifest_files(dir: &Path) -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
-                walk(&path, out);
+                if path != deploy_dir().join(CONTROL_PLANE) {
+                    walk(&path, out);
+                }
             } else if path.extension().is_some_and(|e| e == "yaml") {
                 out.push(path);
             }
         }
     }
     let mut files = Vec::new();
-    walk(&deploy_dir(), &mut files);
+    walk(dir, &mut files);
     files.sort();
     files
 }
 
-fn documents(path: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path).unwrap();
-    serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|doc| {
-            Value::deserialize(doc).unwrap_or_else(|e| panic!("{}: not YAML: {e}", path.display()))
-        })
-        .filter(|v| !v.is_null())
+/// The Kubernetes objects below `dir` (kustomizations left out), with the file each is in.
+fn objects_in(dir: &Path) -> Vec<(PathBuf, Value)> {
+    manifest_files(dir)
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n != "kustomization.yaml"))
+        .flat_map(|p| yaml_documents(&p).into_iter().map(move |d| (p.clone(), d)))
         .collect()
 }
 
-/// The Kubernetes objects in deploy/ (kustomizations left out), with the file each is in.
+/// The objects of the Deployment variants (deploy/ and deploy/shadow/).
 fn objects() -> Vec<(PathBuf, Value)> {
-    manifest_files()
-        .into_iter()
-        .filter(|p| p.file_name().is_some_and(|n| n != "kustomization.yaml"))
-        .flat_map(|p| documents(&p).into_iter().map(move |d| (p.clone(), d)))
-        .collect()
+    objects_in(&deploy_dir())
 }
 
 /// Parses `value` as `T` and checks nothing was dropped: a field k8s-openapi does not know
@@ -87,6 +90,27 @@ fn one<T: DeserializeOwned + Serialize>(objects: &[(PathBuf, Value)], kind: &str
     let found = named(objects, kind, name);
     assert_eq!(found.len(), 1, "exactly one {kind} {name} in deploy/");
     strict(&found[0].1, &format!("{kind} {name}"))
+}
+
+/// kcm's settings from these arguments, parsed and validated by the binary's own parser.
+fn kcm_settings(args: &[String]) -> kcm::cli::Settings {
+    <kcm::cli::Options as clap::Parser>::try_parse_from(
+        std::iter::once("kcm".to_string()).chain(args.iter().cloned()),
+    )
+    .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    .validate()
+    .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// No privilege escalation, a read-only root filesystem, no capability.
+fn assert_hardened(container: &k8s_openapi::api::core::v1::Container) {
+    let security = container.security_context.clone().unwrap();
+    assert_eq!(security.allow_privilege_escalation, Some(false));
+    assert_eq!(security.read_only_root_filesystem, Some(true));
+    assert_eq!(
+        security.capabilities.unwrap().drop,
+        Some(vec!["ALL".to_string()])
+    );
 }
 
 fn table_rules(rules: &[kcm::runtime::rbac::Rule]) -> Vec<PolicyRule> {
@@ -273,25 +297,18 @@ fn the_deployment_runs_kcm_hardened_with_flags_kcm_accepts() {
     );
     assert_eq!(pod.containers.len(), 1);
     let container = &pod.containers[0];
-    let security = container.security_context.clone().unwrap();
-    assert_eq!(security.allow_privilege_escalation, Some(false));
-    assert_eq!(security.read_only_root_filesystem, Some(true));
-    assert_eq!(
-        security.capabilities.unwrap().drop,
-        Some(vec!["ALL".to_string()])
-    );
+    assert_hardened(container);
     let resources = container.resources.clone().unwrap();
     assert!(resources.requests.unwrap().contains_key("memory"));
     assert!(resources.limits.unwrap().contains_key("memory"));
 
     // The arguments are kcm's: parsed and validated by the binary's own parser.
     let args = container.args.clone().unwrap_or_default();
-    let settings = <kcm::cli::Options as clap::Parser>::try_parse_from(
-        std::iter::once("kcm".to_string()).chain(args.iter().cloned()),
-    )
-    .unwrap_or_else(|e| panic!("{args:?}: {e}"))
-    .validate()
-    .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let settings = kcm_settings(&args);
+    assert!(
+        !settings.use_service_account_credentials,
+        "one ServiceAccount, kcm"
+    );
     let lease = settings.leader_election.expect("leader-elected");
     assert_eq!(lease.resource_namespace, NAMESPACE);
     let leader: Role = one(&objects, "Role", "kcm:leader-election");
@@ -400,7 +417,7 @@ async fn the_whole_deploy_directory_applies_to_an_api_server() {
 
 /// kubectl's own kustomize and client-side validation; skipped without kubectl.
 #[tokio::test]
-async fn kubectl_builds_and_dry_runs_both_variants() {
+async fn kubectl_builds_and_dry_runs_every_variant() {
     if std::process::Command::new("kubectl")
         .arg("version")
         .arg("--client")
@@ -411,7 +428,7 @@ async fn kubectl_builds_and_dry_runs_both_variants() {
         return;
     }
     let server = TestServer::start().await;
-    for variant in ["deploy", "deploy/shadow"] {
+    for variant in ["deploy", "deploy/shadow", "deploy/control-plane"] {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(variant);
         let built = std::process::Command::new("kubectl")
             .arg("kustomize")
@@ -424,19 +441,19 @@ async fn kubectl_builds_and_dry_runs_both_variants() {
             String::from_utf8_lossy(&built.stderr)
         );
         let text = String::from_utf8(built.stdout).unwrap();
-        let deployment = serde_yaml_ng::Deserializer::from_str(&text)
-            .map(|doc| Value::deserialize(doc).unwrap())
-            .find(|v| v["kind"] == "Deployment")
-            .unwrap();
-        let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].clone();
-        let args: Vec<String> = serde_json::from_value(args).unwrap();
-        let settings = <kcm::cli::Options as clap::Parser>::try_parse_from(
-            std::iter::once("kcm".to_string()).chain(args),
-        )
-        .unwrap()
-        .validate()
-        .unwrap();
-        assert_eq!(settings.shadow, variant.ends_with("shadow"), "{variant}");
+        let built: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
+            .map(|doc| <Value as serde::Deserialize>::deserialize(doc).unwrap())
+            .collect();
+        if let Some(deployment) = built.iter().find(|v| v["kind"] == "Deployment") {
+            let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+            let args: Vec<String> = serde_json::from_value(args).unwrap();
+            let settings = kcm_settings(&args);
+            assert_eq!(settings.shadow, variant.ends_with("shadow"), "{variant}");
+        } else {
+            // The static pod is copied to the nodes; only its Lease RBAC is applied.
+            let kinds: Vec<&str> = built.iter().filter_map(|v| v["kind"].as_str()).collect();
+            assert_eq!(kinds, ["Role", "RoleBinding"], "{variant}");
+        }
 
         let kubeconfig = server.kubeconfig_path().to_path_buf();
         let applied = tokio::task::spawn_blocking(move || {
@@ -516,4 +533,129 @@ fn alerts_select_metrics_kcm_exports() {
         }
     }
     assert!(alerts >= 5);
+}
+
+/// The control-plane variant: a static pod with the controller manager's kubeconfig for its
+/// client and its secure port's delegation, `--use-service-account-credentials`, a secure port
+/// of its own on the host network, hardened as far as a root-only kubeconfig allows, and a
+/// Role that with the bootstrap role `system:kube-controller-manager` covers kcm's Lease.
+#[tokio::test]
+async fn the_control_plane_variant_runs_beside_upstream_as_the_controller_manager() {
+    const KUBECONFIG: &str = "/etc/kubernetes/controller-manager.conf";
+    const USER: &str = "system:kube-controller-manager";
+    let objects = objects_in(&deploy_dir().join(CONTROL_PLANE));
+    let kinds: Vec<&str> = objects
+        .iter()
+        .filter_map(|(_, v)| v["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["Pod", "Role", "RoleBinding"]);
+    let pod: Pod = one(&objects, "Pod", "kcm");
+    assert_eq!(pod.metadata.namespace.as_deref(), Some(NAMESPACE));
+    let spec = pod.spec.unwrap();
+    assert_eq!(spec.host_network, Some(true));
+    assert_eq!(
+        spec.priority_class_name.as_deref(),
+        Some("system-node-critical")
+    );
+    assert_eq!(
+        spec.service_account_name, None,
+        "no token of its own is mounted for use"
+    );
+    let container = &spec.containers[0];
+    assert_hardened(container);
+
+    let settings = kcm_settings(&container.args.clone().unwrap());
+    assert!(settings.use_service_account_credentials);
+    assert_eq!(settings.kubeconfig.as_deref(), Some(Path::new(KUBECONFIG)));
+    let secure = settings.secure_serving.expect("the secure port serves");
+    assert_eq!(
+        secure.authentication_kubeconfig.as_deref(),
+        Some(Path::new(KUBECONFIG))
+    );
+    assert_eq!(
+        secure.authorization_kubeconfig.as_deref(),
+        Some(Path::new(KUBECONFIG))
+    );
+    assert_ne!(
+        secure.addr.port(),
+        10257,
+        "kube-controller-manager's port on the same host"
+    );
+    assert!(secure.addr.ip().is_loopback());
+    // Every file kcm reads is mounted from the same path on the host.
+    let mounts = container.volume_mounts.clone().unwrap();
+    let volumes = spec.volumes.clone().unwrap();
+    for file in [
+        Path::new(KUBECONFIG),
+        secure.client_ca_file.as_deref().unwrap(),
+    ] {
+        let mount = mounts
+            .iter()
+            .find(|m| file.starts_with(&m.mount_path))
+            .unwrap_or_else(|| panic!("{} is not mounted", file.display()));
+        assert_eq!(mount.read_only, Some(true));
+        let volume = volumes.iter().find(|v| v.name == mount.name).unwrap();
+        assert_eq!(volume.host_path.as_ref().unwrap().path, mount.mount_path);
+    }
+    for probe in [
+        container.liveness_probe.clone(),
+        container.startup_probe.clone(),
+    ] {
+        let http = probe.and_then(|p| p.http_get).unwrap();
+        assert_eq!(http.scheme.as_deref(), Some("HTTPS"));
+        assert_eq!(
+            serde_json::to_value(&http.port).unwrap(),
+            Value::from(secure.addr.port())
+        );
+        assert!(secure.always_allow_paths.contains(&http.path.unwrap()));
+    }
+
+    let lease = settings.leader_election.expect("leader-elected");
+    assert_eq!(lease.resource_namespace, NAMESPACE);
+    let binding: RoleBinding = one(&objects, "RoleBinding", "kcm:control-plane-leader-election");
+    assert_eq!(binding.role_ref.name, "kcm:control-plane-leader-election");
+    assert_eq!(
+        serde_json::to_value(&binding.subjects).unwrap(),
+        serde_json::json!([{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER }])
+    );
+    // With the bootstrap roles loaded, the controller manager's user may do all leader
+    // election does on this Lease, and the Role adds nothing the Lease does not need.
+    let server = TestServer::start().await;
+    load(&server, &bootstrap());
+    load(
+        &server,
+        &objects
+            .iter()
+            .filter(|(_, v)| v["kind"] != "Pod")
+            .map(|(_, v)| v.clone())
+            .collect::<Vec<_>>(),
+    );
+    let user = kube_testserver::UserInfo::new(USER, &[]);
+    for rule in kcm::runtime::leader::RBAC {
+        for verb in rule.verbs {
+            let name = if rule.names.is_empty() {
+                ""
+            } else {
+                lease.resource_name.as_str()
+            };
+            let request = kube_testserver::rbac::Request {
+                verb,
+                group: "coordination.k8s.io",
+                resource: "leases",
+                subresource: "",
+                namespace: &lease.resource_namespace,
+                name,
+            };
+            assert_eq!(
+                kube_testserver::rbac::authorize(server.store(), &user, &request),
+                Ok(()),
+                "{request:?}"
+            );
+        }
+    }
+    let role: Role = one(&objects, "Role", "kcm:control-plane-leader-election");
+    assert!(
+        grants(role.rules.as_deref().unwrap_or_default())
+            .is_subset(&grants(&table_rules(kcm::runtime::leader::RBAC)))
+    );
 }

@@ -50,14 +50,15 @@ impl Drop for Kcm {
 /// deploy/ binds (`system:auth-delegator`, `extension-apiserver-authentication-reader`) do not
 /// allow; the other requests are the controllers', checked by the other suites.
 fn enforce_serving_rbac(server: &TestServer) {
-    use kcm::runtime::rbac::{AUTH_DELEGATOR, AUTHENTICATION_READER, allows};
+    use kcm::runtime::rbac::{AUTH_DELEGATOR, AUTHENTICATION_READER};
+    use kube_testserver::rbac::allows;
     let cluster: Vec<_> = AUTH_DELEGATOR.iter().map(|r| r.policy_rule()).collect();
     let reader: Vec<_> = AUTHENTICATION_READER
         .iter()
         .map(|r| r.policy_rule())
         .collect();
     server.authorize(Box::new(move |info, _| {
-        let request = common::rbac_request(info);
+        let request = info.rbac();
         let serving = matches!(
             info.resource.as_str(),
             "tokenreviews" | "subjectaccessreviews" | "configmaps"

@@ -87,7 +87,9 @@ pub struct Descriptor {
     /// Gates that must all be on for the controller to start, checked in this order.
     pub required_gates: &'static [FeatureGate],
     /// The name of its client, as upstream's `ClientBuilder.ClientOrDie(name)`: it ends the
-    /// user agent and owns a token bucket.
+    /// user agent and owns a token bucket; with `--use-service-account-credentials` it is the
+    /// ServiceAccount `kube-system/<client>` the controller runs as (bootstrap role
+    /// `system:controller:<client>`).
     pub client: &'static str,
     /// The API group/version it needs; the controller is skipped when the cluster does not
     /// serve it, instead of crash-looping.

@@ -11,13 +11,17 @@ use std::time::Instant;
 
 use http::{Request, Response};
 use kube::client::{Body, ClientBuilder, DynBody};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use prometheus::Histogram;
+use tokio_util::sync::CancellationToken;
 use tower::buffer::Buffer;
 use tower::{BoxError, Layer, Service, ServiceExt};
 
 use super::backoff::TokenBucket;
+use super::credentials::{
+    CredentialsError, NAMESPACE, ServiceAccountTokens, TokenCell, TokenPolicy,
+};
 use super::restclient::{ERROR_CODE, RestClientMetrics};
 use crate::runtime::lock::lock;
 
@@ -34,6 +38,8 @@ pub enum ClientError {
     Build(#[from] kube::Error),
     #[error("invalid user agent: {0}")]
     UserAgent(#[from] http::header::InvalidHeaderValue),
+    #[error(transparent)]
+    Credentials(#[from] CredentialsError),
 }
 
 /// `--kubeconfig` if given; else in-cluster; else the usual kubeconfig lookup.
@@ -66,6 +72,8 @@ pub struct Clients {
     burst: u32,
     identity: String,
     metrics: RestClientMetrics,
+    /// Set by `--use-service-account-credentials`: the controllers' own identities.
+    service_accounts: Option<Arc<ServiceAccountTokens>>,
 }
 
 impl Clients {
@@ -82,7 +90,41 @@ impl Clients {
             burst,
             identity: identity.to_string(),
             metrics,
+            service_accounts: None,
         }
+    }
+
+    /// From now on [`Clients::controller`] authenticates each controller as its own
+    /// ServiceAccount, whose tokens the process gets with its own credentials (through a
+    /// client of its own, upstream's `kube-controller-manager` client). Renewals stop with
+    /// `stop`.
+    pub fn use_service_account_credentials(
+        &mut self,
+        policy: TokenPolicy,
+        stop: CancellationToken,
+    ) -> Result<(), ClientError> {
+        let core = self.client("kube-controller-manager")?;
+        self.service_accounts = Some(Arc::new(ServiceAccountTokens::new(core, policy, stop)));
+        Ok(())
+    }
+
+    /// The client of the controller whose client is named `name`: as [`Clients::client`], or,
+    /// with service account credentials, authenticated only as ServiceAccount
+    /// `kube-system/<name>` (the process's own credentials dropped, as upstream's
+    /// `AnonymousClientConfig`) with a user agent ending, as upstream's, in that account's
+    /// user name. The ServiceAccount is created if missing.
+    pub async fn controller(&self, name: &str) -> Result<Client, ClientError> {
+        let Some(accounts) = &self.service_accounts else {
+            return self.client(name);
+        };
+        let token = accounts.cell(name).await?;
+        let mut config = self.config.clone();
+        config.auth_info = AuthInfo::default();
+        self.build(
+            config,
+            &format!("system:serviceaccount:{NAMESPACE}:{name}"),
+            Some(token),
+        )
     }
 
     /// A new client named `name` (upstream's client name, e.g. `resourcequota-controller`)
@@ -91,7 +133,15 @@ impl Clients {
     /// ends, as upstream's, with `/<name>`, after the process identity, so requests can be
     /// told apart by process and by client. Must be called inside the tokio runtime.
     pub fn client(&self, name: &str) -> Result<Client, ClientError> {
-        let mut config = self.config.clone();
+        self.build(self.config.clone(), name, None)
+    }
+
+    fn build(
+        &self,
+        mut config: Config,
+        name: &str,
+        token: Option<TokenCell>,
+    ) -> Result<Client, ClientError> {
         let agent = format!(
             "kube-controller-manager/kcm-{} kcm/{}/{name}",
             env!("CARGO_PKG_VERSION"),
@@ -115,6 +165,7 @@ impl Clients {
             ))),
             metrics: self.metrics.clone(),
             host,
+            token,
         };
         Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
     }
@@ -125,6 +176,8 @@ struct ClientLayer {
     bucket: Arc<Mutex<TokenBucket>>,
     metrics: RestClientMetrics,
     host: Arc<str>,
+    /// The ServiceAccount token each request carries, under service account credentials.
+    token: Option<TokenCell>,
 }
 
 impl<S> Layer<S> for ClientLayer
@@ -168,7 +221,7 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request<Body>) -> Self::Future {
+    fn call(&mut self, mut req: Request<Body>) -> Self::Future {
         let watch = is_watch(req.uri());
         // Reserve now, so tokens go out in call order even though requests wait apart.
         let delay = (!watch).then(|| lock(&self.layer.bucket).reserve(Instant::now()));
@@ -188,7 +241,26 @@ where
                     .with_label_values(&labels)
                     .observe(start.elapsed().as_secs_f64());
             }
-            let result = inner.ready().await?.call(req).await;
+            // Without a token the request fails as a transport error would (counted so).
+            let authorized = match &layer.token {
+                Some(token) => token
+                    .authorization()
+                    .await
+                    .map(|value| {
+                        req.headers_mut().insert(http::header::AUTHORIZATION, value);
+                    })
+                    .map_err(BoxError::from),
+                None => Ok(()),
+            };
+            let result = match authorized {
+                Ok(()) => inner.ready().await?.call(req).await,
+                Err(err) => Err(err),
+            };
+            if let (Some(token), Ok(resp)) = (&layer.token, &result)
+                && resp.status() == http::StatusCode::UNAUTHORIZED
+            {
+                token.refused();
+            }
             let code = match &result {
                 Ok(resp) => resp.status().as_str().to_string(),
                 Err(_) => ERROR_CODE.to_string(),

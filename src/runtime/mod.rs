@@ -6,6 +6,7 @@ pub mod client;
 pub mod clock;
 pub mod controller;
 pub mod counter;
+pub mod credentials;
 pub mod events;
 pub mod golang;
 pub mod index;

@@ -1,8 +1,10 @@
 //! The RBAC each part of kcm needs, as one table in code: every controller's entry names its
-//! rules (upstream's bootstrap role for that controller's service account) and the reads its
-//! shared informers make; leader election has its own. The manifests in `deploy/` are
-//! checked against this table, and the integration tests refuse any request the manifests do
-//! not allow, so code, table and manifests cannot drift apart.
+//! rules (within upstream's bootstrap role for that controller's service account) and the
+//! reads its shared informers make; leader election and service account credentials have
+//! their own. The manifests in `deploy/` are checked against this table, the table against
+//! upstream's bootstrap roles, and the integration tests refuse any request the roles do not
+//! allow, so code, table and manifests cannot drift apart. (The rule matcher the tests use is
+//! kube-testserver's `rbac`.)
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
@@ -78,57 +80,6 @@ pub const fn informs(groups: &'static [&'static str], resources: &'static [&'sta
     Rule::new(groups, resources, &["list", "watch"])
 }
 
-/// One request, as the API server's authorizer sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request<'a> {
-    pub verb: &'a str,
-    pub group: &'a str,
-    pub resource: &'a str,
-    /// Empty for the resource itself.
-    pub subresource: &'a str,
-    /// Empty for collections (list, watch, create).
-    pub name: &'a str,
-}
-
-fn covers(patterns: &[String], value: &str) -> bool {
-    patterns.iter().any(|p| p == "*" || p == value)
-}
-
-/// RBAC's resource matching: `pods`, `pods/status`, `*`, `*/scale`, `pods/*`.
-fn covers_resource(patterns: &[String], resource: &str, subresource: &str) -> bool {
-    let full = if subresource.is_empty() {
-        resource.to_string()
-    } else {
-        format!("{resource}/{subresource}")
-    };
-    patterns.iter().any(|p| {
-        p == "*"
-            || *p == full
-            || (!subresource.is_empty()
-                && (p == &format!("*/{subresource}") || p == &format!("{resource}/*")))
-    })
-}
-
-/// Whether `rules` allow `request`, with the API server's RBAC semantics.
-pub fn allows(rules: &[PolicyRule], request: &Request) -> bool {
-    rules.iter().any(|rule| {
-        covers(&rule.verbs, request.verb)
-            && covers(
-                rule.api_groups.as_deref().unwrap_or_default(),
-                request.group,
-            )
-            && covers_resource(
-                rule.resources.as_deref().unwrap_or_default(),
-                request.resource,
-                request.subresource,
-            )
-            && rule
-                .resource_names
-                .as_deref()
-                .is_none_or(|names| names.is_empty() || names.iter().any(|n| n == request.name))
-    })
-}
-
 /// `rules` with only their read verbs (what `--shadow` needs), rules left without a verb
 /// dropped.
 pub fn read_only(rules: &[PolicyRule]) -> Vec<PolicyRule> {
@@ -182,88 +133,6 @@ pub fn grants(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn request<'a>(
-        verb: &'a str,
-        group: &'a str,
-        resource: &'a str,
-        sub: &'a str,
-        name: &'a str,
-    ) -> Request<'a> {
-        Request {
-            verb,
-            group,
-            resource,
-            subresource: sub,
-            name,
-        }
-    }
-
-    #[test]
-    fn verbs_groups_and_resources_must_all_match() {
-        let rules =
-            [Rule::new(&["policy"], &["poddisruptionbudgets/status"], &["update"]).policy_rule()];
-        assert!(allows(
-            &rules,
-            &request("update", "policy", "poddisruptionbudgets", "status", "x")
-        ));
-        assert!(!allows(
-            &rules,
-            &request("patch", "policy", "poddisruptionbudgets", "status", "x")
-        ));
-        assert!(!allows(
-            &rules,
-            &request("update", "policy", "poddisruptionbudgets", "", "x")
-        ));
-        assert!(!allows(
-            &rules,
-            &request("update", "", "poddisruptionbudgets", "status", "x")
-        ));
-    }
-
-    #[test]
-    fn wildcards_cover_groups_resources_and_subresources() {
-        let scale = [Rule::new(&["*"], &["*/scale"], &["get"]).policy_rule()];
-        assert!(allows(
-            &scale,
-            &request("get", "apps", "deployments", "scale", "web")
-        ));
-        assert!(!allows(
-            &scale,
-            &request("get", "apps", "deployments", "", "web")
-        ));
-        let everything = [Rule::new(&["*"], &["*"], &["list", "watch"]).policy_rule()];
-        assert!(allows(
-            &everything,
-            &request("watch", "example.com", "widgets", "", "")
-        ));
-        assert!(allows(
-            &everything,
-            &request("list", "", "pods", "status", "")
-        ));
-        assert!(!allows(&everything, &request("get", "", "pods", "", "p")));
-    }
-
-    #[test]
-    fn resource_names_limit_named_requests_only() {
-        let rules = [
-            Rule::new(&["coordination.k8s.io"], &["leases"], &["get", "update"])
-                .named(&["kcm"])
-                .policy_rule(),
-        ];
-        assert!(allows(
-            &rules,
-            &request("update", "coordination.k8s.io", "leases", "", "kcm")
-        ));
-        assert!(!allows(
-            &rules,
-            &request("update", "coordination.k8s.io", "leases", "", "other")
-        ));
-        assert!(!allows(
-            &rules,
-            &request("create", "coordination.k8s.io", "leases", "", "")
-        ));
-    }
 
     #[test]
     fn read_only_keeps_reads_and_grants_compare_by_meaning() {

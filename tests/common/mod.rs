@@ -6,9 +6,10 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
-use kcm::runtime::rbac::{Request, allows};
+use kube_testserver::rbac::allows;
 
 pub mod proc;
+pub mod rbac;
 
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -147,17 +148,6 @@ fn granted(settings: &kcm::cli::Settings) -> (Vec<PolicyRule>, Vec<PolicyRule>, 
     (cluster, leader, namespace)
 }
 
-/// The RBAC question a request the test server saw asks.
-pub fn rbac_request(info: &kube_testserver::RequestInfo) -> Request<'_> {
-    Request {
-        verb: &info.verb,
-        group: &info.group,
-        resource: &info.resource,
-        subresource: &info.subresource,
-        name: &info.name,
-    }
-}
-
 fn authorizer(
     settings: &kcm::cli::Settings,
     denied: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
@@ -167,20 +157,16 @@ fn authorizer(
         if !user_agent.contains("kcm/") {
             return Ok(());
         }
-        let request = rbac_request(info);
+        let request = info.rbac();
         if allows(&cluster, &request)
             || (info.namespace == lease_namespace && allows(&leader, &request))
         {
             return Ok(());
         }
-        let resource = if info.subresource.is_empty() {
-            info.resource.clone()
-        } else {
-            format!("{}/{}", info.resource, info.subresource)
-        };
-        let reason = format!(
-            "{resource} is forbidden: User \"system:serviceaccount:kube-system:kcm\" cannot {} resource \"{resource}\" in API group \"{}\" (namespace {:?}, name {:?})",
-            info.verb, info.group, info.namespace, info.name
+        let reason = kube_testserver::rbac::forbidden_message(
+            "system:serviceaccount:kube-system:kcm",
+            &request,
+            "",
         );
         denied.lock().unwrap().push(reason.clone());
         Err(reason)
@@ -194,6 +180,17 @@ impl InProcess {
 
     pub async fn start_with_clock(
         server: &kube_testserver::TestServer,
+        extra: &[&str],
+        clock: kcm::runtime::clock::Clock,
+    ) -> Self {
+        Self::launch(server, None, extra, clock).await
+    }
+
+    /// With `kubeconfig`, as [`InProcess::start_as`]; without, the server's credential-less
+    /// kubeconfig and the harness authorizer of the RBAC table.
+    async fn launch(
+        server: &kube_testserver::TestServer,
+        kubeconfig: Option<&Path>,
         extra: &[&str],
         clock: kcm::runtime::clock::Clock,
     ) -> Self {
@@ -217,11 +214,14 @@ impl InProcess {
             .expect("flags parse")
             .validate()
             .expect("flags valid");
-        let config = kcm::runtime::client::load_config(Some(server.kubeconfig_path()))
-            .await
-            .expect("kubeconfig");
+        let config =
+            kcm::runtime::client::load_config(Some(kubeconfig.unwrap_or(server.kubeconfig_path())))
+                .await
+                .expect("kubeconfig");
         let denied = std::sync::Arc::default();
-        server.authorize(authorizer(&settings, std::sync::Arc::clone(&denied)));
+        if kubeconfig.is_none() {
+            server.authorize(authorizer(&settings, std::sync::Arc::clone(&denied)));
+        }
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(kcm::app::run_with_config(
             settings,
@@ -238,6 +238,22 @@ impl InProcess {
             task: Some(task),
             denied,
         }
+    }
+
+    /// kcm authenticated by `kubeconfig` against a server that enforces RBAC from its
+    /// stored roles (no harness authorizer): what the server refuses shows in its log.
+    pub async fn start_as(
+        server: &kube_testserver::TestServer,
+        kubeconfig: &Path,
+        extra: &[&str],
+    ) -> Self {
+        Self::launch(
+            server,
+            Some(kubeconfig),
+            extra,
+            kcm::runtime::clock::system(),
+        )
+        .await
     }
 
     pub async fn metric(&self, sample: &str) -> Option<f64> {

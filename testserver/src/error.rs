@@ -96,6 +96,34 @@ impl ApiError {
         err
     }
 
+    /// 422 with one field error as the API server words it: `<Kind>.<group> "<name>" is
+    /// invalid: <field>: <body>`, where `body` is the field error's (e.g. `Forbidden: ...`)
+    /// and `reason` its cause reason (e.g. `FieldValueForbidden`).
+    pub fn invalid_field(
+        (kind, group): (&str, &str),
+        name: &str,
+        field: &str,
+        (reason, body): (&str, String),
+    ) -> Self {
+        let qualified = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let mut err = Self::new(
+            422,
+            "Invalid",
+            format!("{qualified} \"{name}\" is invalid: {field}: {body}"),
+        );
+        err.details = Some(json!({
+            "name": name,
+            "group": group,
+            "kind": kind,
+            "causes": [{ "reason": reason, "message": body, "field": field }],
+        }));
+        err
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
     }

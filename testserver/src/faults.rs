@@ -19,6 +19,20 @@ pub struct RequestInfo {
     pub name: String,
 }
 
+impl RequestInfo {
+    /// The question this request puts to RBAC.
+    pub fn rbac(&self) -> crate::rbac::Request<'_> {
+        crate::rbac::Request {
+            verb: &self.verb,
+            group: &self.group,
+            resource: &self.resource,
+            subresource: &self.subresource,
+            namespace: &self.namespace,
+            name: &self.name,
+        }
+    }
+}
+
 /// One request the server answered.
 #[derive(Debug, Clone)]
 pub struct RequestRecord {
@@ -27,6 +41,8 @@ pub struct RequestRecord {
     pub path: String,
     pub query: String,
     pub user_agent: String,
+    /// Who the request authenticated as (empty when its token was refused).
+    pub user: String,
     /// The request body, for writes.
     pub body: Option<Value>,
     pub code: u16,
@@ -159,27 +175,51 @@ pub struct Verdict {
 /// 403 reports. Discovery requests are not asked: every authenticated client may make them.
 pub type Authorizer = Box<dyn Fn(&RequestInfo, &str) -> Result<(), String> + Send + Sync>;
 
+/// How requests are authorized.
+#[derive(Default)]
+enum Access {
+    /// Everything is allowed.
+    #[default]
+    Open,
+    /// The test's function decides.
+    Function(Authorizer),
+    /// RBAC decides, from the roles and bindings stored in the server.
+    Rbac,
+}
+
 #[derive(Default)]
 pub struct Faults {
     rules: Mutex<Vec<Fault>>,
     log: Mutex<Vec<RequestRecord>>,
-    authorizer: Mutex<Option<Authorizer>>,
+    access: Mutex<Access>,
 }
 
 impl Faults {
     /// Installs an authorizer: requests it refuses get 403 Forbidden, as RBAC would give.
+    /// Replaces RBAC enforcement.
     pub fn authorize(&self, authorizer: Authorizer) {
-        *lock(&self.authorizer) = Some(authorizer);
+        *lock(&self.access) = Access::Function(authorizer);
     }
 
-    /// The authorizer's verdict on a request; `Ok` without one.
+    /// Authorizes every request by RBAC from the stored roles and bindings, as the API
+    /// server does. Replaces an installed authorizer function.
+    pub fn enforce_rbac(&self) {
+        *lock(&self.access) = Access::Rbac;
+    }
+
+    pub fn rbac_enforced(&self) -> bool {
+        matches!(*lock(&self.access), Access::Rbac)
+    }
+
+    /// The authorizer function's verdict on a request; `Ok` without one (and under RBAC,
+    /// which the HTTP layer evaluates).
     pub fn access(&self, info: &RequestInfo, user_agent: &str) -> Result<(), String> {
         if info.verb == "discovery" {
             return Ok(());
         }
-        match lock(&self.authorizer).as_ref() {
-            Some(authorize) => authorize(info, user_agent),
-            None => Ok(()),
+        match &*lock(&self.access) {
+            Access::Function(authorize) => authorize(info, user_agent),
+            Access::Open | Access::Rbac => Ok(()),
         }
     }
 

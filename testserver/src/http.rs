@@ -17,7 +17,9 @@ use serde_json::{Value, json};
 use crate::codec;
 use crate::error::ApiError;
 use crate::faults::{Faults, RequestInfo, RequestRecord};
+use crate::rbac;
 use crate::resources::ResourceType;
+use crate::reviews::UserInfo;
 use crate::store::{
     DeleteOptions, ListOptions, PatchType, Propagation, Store, Subresource, WriteOptions,
 };
@@ -251,14 +253,18 @@ async fn handle(
     if !verdict.latency.is_zero() {
         tokio::time::sleep(verdict.latency).await;
     }
-    let access = shared.faults.access(&info, &user_agent);
+    let user = authenticate(&shared, &headers);
+    let access = match &user {
+        Some(user) => authorize(&shared, &info, &user_agent, user),
+        None => Err(ApiError::new(401, "Unauthorized", "Unauthorized")),
+    };
     let response = match (verdict.error, access) {
         (Some((code, retry_after)), _) => {
             let mut err = ApiError::for_code(code, format!("injected fault: {code}"));
             err.retry_after = retry_after;
             error_response(&err)
         }
-        (None, Err(reason)) => error_response(&ApiError::forbidden(reason)),
+        (None, Err(refused)) => error_response(&refused),
         // Checked before dispatch so that a write is not made when its answer cannot be sent.
         (None, Ok(())) if protobuf_only && !protobuf_answerable(&shared, &route, &info) => {
             not_acceptable("this request is answered only in application/json".into())
@@ -266,6 +272,9 @@ async fn handle(
         (None, Ok(())) => {
             let ctx = RequestContext {
                 shared: &shared,
+                binding_forbidden: user
+                    .as_ref()
+                    .and_then(|u| binding_forbidden(&shared, &info, &user_agent, u)),
                 method: &method,
                 query: &query,
                 user_agent: &user_agent,
@@ -302,11 +311,79 @@ async fn handle(
         path: uri.path().to_string(),
         query: uri.query().unwrap_or_default().to_string(),
         user_agent,
+        user: user.map(|u| u.name).unwrap_or_default(),
         body: record_body,
         code: response.status().as_u16(),
         at: Instant::now(),
     });
     response
+}
+
+/// Who sent the request: the user of its bearer token, or the configured token-less user
+/// when it has none; None when its token is unknown or expired (401, as the API server).
+fn authenticate(shared: &Shared, headers: &HeaderMap) -> Option<UserInfo> {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match bearer {
+        Some(token) => shared.reviews.authenticate(token.trim()),
+        None => Some(shared.reviews.tokenless_user()),
+    }
+}
+
+/// The authorizer's verdict on a request: the test's function, or RBAC from the stored roles
+/// (non-resource requests, discovery among them, are allowed to everyone, as the bootstrap
+/// roles `system:discovery` and `system:public-info-viewer` allow them).
+fn authorize(
+    shared: &Shared,
+    info: &RequestInfo,
+    user_agent: &str,
+    user: &UserInfo,
+) -> Result<(), ApiError> {
+    if info.verb == "discovery" {
+        return Ok(());
+    }
+    if !shared.faults.rbac_enforced() {
+        return shared
+            .faults
+            .access(info, user_agent)
+            .map_err(ApiError::forbidden);
+    }
+    let request = info.rbac();
+    rbac::authorize(&shared.store, user, &request).map_err(|reason| {
+        ApiError::forbidden(rbac::forbidden_message(&user.name, &request, &reason))
+    })
+}
+
+/// For a write of a ResourceClaim's status, the forbidden message when the user may not
+/// change `status.allocation` or `status.reservedFor`: with
+/// `DRAResourceClaimGranularStatusAuthorization` (beta, on by default since 1.36) that needs
+/// the request's verb on the synthetic subresource `resourceclaims/binding`, cluster-wide.
+fn binding_forbidden(
+    shared: &Shared,
+    info: &RequestInfo,
+    user_agent: &str,
+    user: &UserInfo,
+) -> Option<(String, String)> {
+    if info.group != "resource.k8s.io"
+        || info.resource != "resourceclaims"
+        || info.subresource != "status"
+        || !matches!(info.verb.as_str(), "update" | "patch")
+    {
+        return None;
+    }
+    let binding = RequestInfo {
+        verb: info.verb.clone(),
+        group: info.group.clone(),
+        resource: info.resource.clone(),
+        subresource: "binding".into(),
+        namespace: String::new(),
+        name: String::new(),
+    };
+    authorize(shared, &binding, user_agent, user)
+        .err()
+        .map(|refused| (info.verb.clone(), refused.message))
 }
 
 fn not_acceptable(why: String) -> Response {
@@ -358,6 +435,8 @@ async fn protobuf_response(resp: Response) -> Response {
 
 struct RequestContext<'a> {
     shared: &'a Shared,
+    /// The verb and forbidden message when the user may not bind ResourceClaims.
+    binding_forbidden: Option<(String, String)>,
     method: &'a Method,
     query: &'a Query,
     user_agent: &'a str,
@@ -395,6 +474,7 @@ impl RequestContext<'_> {
                 .map(String::from)
                 .unwrap_or_else(|| default_field_manager(self.user_agent)),
             force: flag(self.query, "force"),
+            binding_forbidden: self.binding_forbidden.clone(),
         }
     }
 
@@ -652,6 +732,15 @@ fn resource_request(
         None => Subresource::Main,
         Some("status") if rt.status => Subresource::Status,
         Some("scale") if rt.scale.is_some() => return scale_request(ctx, &rt, &ns, &name),
+        Some("token") if rt.key() == "/serviceaccounts" && path.name.is_some() => {
+            if info.verb != "create" {
+                return Err(ApiError::method_not_allowed());
+            }
+            // The ServiceAccount must exist: 404 `serviceaccounts "<name>" not found`.
+            store.get(&rt, &ns, &name)?;
+            let answer = ctx.shared.reviews.token_request(&ns, &name, &ctx.body()?)?;
+            return Ok(json_response(201, &answer));
+        }
         Some(_) => return Err(not_found()),
     };
     let ns_filter = path.namespace.as_deref();

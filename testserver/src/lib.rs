@@ -10,6 +10,7 @@ mod error;
 mod faults;
 mod http;
 pub mod patch;
+pub mod rbac;
 mod resources;
 mod reviews;
 pub mod selector;
@@ -29,7 +30,7 @@ pub use codec::{CodecError, decode as decode_protobuf, encode as encode_protobuf
 pub use error::ApiError;
 pub use faults::{Authorizer, Fault, Faults, RequestInfo, RequestRecord};
 pub use resources::{ResourceType, ScalePaths, ScaleSelector};
-pub use reviews::Reviews;
+pub use reviews::{Reviews, SUPERUSERS, UserInfo};
 pub use store::{Store, get_path};
 
 /// How a server behaves; the defaults suit most tests.
@@ -179,6 +180,29 @@ impl TestServer {
     /// Shorthand for `faults().authorize(authorizer)`.
     pub fn authorize(&self, authorizer: Authorizer) {
         self.faults.authorize(authorizer);
+    }
+
+    /// Shorthand for `faults().enforce_rbac()`: every request is authorized by RBAC from the
+    /// stored roles and bindings. Requests without a token are still the token-less user
+    /// ([`Reviews::set_tokenless_user`], the admin by default).
+    pub fn enforce_rbac(&self) {
+        self.faults.enforce_rbac();
+    }
+
+    /// A kubeconfig for this server whose bearer token authenticates as `user`.
+    pub fn kubeconfig_as(&self, user: &UserInfo) -> std::io::Result<PathBuf> {
+        let token = format!("ts-user-{}", uuid::Uuid::new_v4().simple());
+        self.reviews.add_user_token(&token, user.clone());
+        let dir = self
+            .kubeconfig
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(std::env::temp_dir);
+        let path = dir.join(format!("kubeconfig-{}", uuid::Uuid::new_v4().simple()));
+        let yaml = kubeconfig_yaml(&self.url())
+            .replace("  user: {}\n", &format!("  user:\n    token: {token}\n"));
+        std::fs::write(&path, yaml)?;
+        Ok(path)
     }
 
     pub fn requests(&self) -> Vec<RequestRecord> {

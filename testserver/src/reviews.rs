@@ -1,39 +1,225 @@
-//! `TokenReview` (authentication.k8s.io/v1) and `SubjectAccessReview`
-//! (authorization.k8s.io/v1), answered from tables the test sets, so delegated
-//! authentication and authorization can be tested against this server. Reviews are
-//! create-only and stored nowhere, as on a real API server; they appear in the request log.
+//! Authentication, and `TokenReview` (authentication.k8s.io/v1) and `SubjectAccessReview`
+//! (authorization.k8s.io/v1) answered from tables the test sets, so delegated authentication
+//! and authorization can be tested against this server. Bearer tokens in the token table
+//! authenticate API requests too (expired ones are refused, as the API server refuses them),
+//! and `TokenRequest`s add ServiceAccount tokens to it. Reviews are create-only and stored
+//! nowhere, as on a real API server; they appear in the request log.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
 
-/// The tables: which tokens name which users, and who may do what on which path.
-#[derive(Default)]
+/// Who a request is from, as the API server's authenticators report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserInfo {
+    pub name: String,
+    pub groups: Vec<String>,
+}
+
+impl UserInfo {
+    /// A user with these groups; `system:authenticated` is added, as every authenticator
+    /// of the API server adds it.
+    pub fn new(name: &str, groups: &[&str]) -> Self {
+        let mut groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+        if !groups.iter().any(|g| g == AUTHENTICATED) {
+            groups.push(AUTHENTICATED.into());
+        }
+        Self {
+            name: name.into(),
+            groups,
+        }
+    }
+
+    /// ServiceAccount `namespace/name`, as its tokens authenticate it.
+    pub fn service_account(namespace: &str, name: &str) -> Self {
+        Self::new(
+            &format!("system:serviceaccount:{namespace}:{name}"),
+            &[
+                "system:serviceaccounts",
+                &format!("system:serviceaccounts:{namespace}"),
+            ],
+        )
+    }
+
+    /// The cluster admin of an admin kubeconfig: in `system:masters`, which every
+    /// authorizer of the API server allows everything.
+    pub fn admin() -> Self {
+        Self::new("system:admin", &[SUPERUSERS])
+    }
+
+    /// A request without credentials, as the API server's anonymous authenticator sees it.
+    pub fn anonymous() -> Self {
+        Self {
+            name: "system:anonymous".into(),
+            groups: vec!["system:unauthenticated".into()],
+        }
+    }
+}
+
+/// The group every authenticated user is in.
+const AUTHENTICATED: &str = "system:authenticated";
+/// The group the API server's authorizers allow everything.
+pub const SUPERUSERS: &str = "system:masters";
+
+/// The tables: which tokens name which users, who may do what on which path, and who a
+/// request without a token is.
 pub struct Reviews {
     tables: Mutex<Tables>,
 }
 
-#[derive(Default)]
+impl Default for Reviews {
+    fn default() -> Self {
+        Self {
+            tables: Mutex::new(Tables {
+                tokens: HashMap::new(),
+                allowed: HashSet::new(),
+                // Until a test says otherwise, the credential-less kubeconfig is the admin's.
+                tokenless: UserInfo::admin(),
+                max_token_expiration: None,
+            }),
+        }
+    }
+}
+
+struct Token {
+    user: UserInfo,
+    /// None: never expires (tokens the test adds).
+    expires: Option<SystemTime>,
+}
+
 struct Tables {
-    /// token → (user name, groups)
-    tokens: HashMap<String, (String, Vec<String>)>,
+    tokens: HashMap<String, Token>,
     /// (user name or group, verb, non-resource path)
     allowed: HashSet<(String, String, String)>,
+    tokenless: UserInfo,
+    /// The API server's `--service-account-max-token-expiration`.
+    max_token_expiration: Option<Duration>,
 }
+
+/// The lifetime a TokenRequest asks for when it names none, and the shortest the API
+/// server accepts.
+const DEFAULT_TOKEN_EXPIRATION: i64 = 3600;
+const MIN_TOKEN_EXPIRATION: i64 = 600;
 
 impl Reviews {
     /// TokenReviews of `token` authenticate `user` with `groups`; other tokens are refused.
     pub fn add_token(&self, token: &str, user: &str, groups: &[&str]) {
+        self.add_user_token(
+            token,
+            UserInfo {
+                name: user.into(),
+                groups: groups.iter().map(|g| g.to_string()).collect(),
+            },
+        );
+    }
+
+    /// `token` authenticates `user` (TokenReviews and API requests alike), without expiry.
+    pub fn add_user_token(&self, token: &str, user: UserInfo) {
         self.lock().tokens.insert(
             token.to_string(),
-            (
-                user.to_string(),
-                groups.iter().map(|g| g.to_string()).collect(),
-            ),
+            Token {
+                user,
+                expires: None,
+            },
         );
+    }
+
+    /// Who a request that carries no bearer token is (default: [`UserInfo::admin`]).
+    pub fn set_tokenless_user(&self, user: UserInfo) {
+        self.lock().tokenless = user;
+    }
+
+    pub fn tokenless_user(&self) -> UserInfo {
+        self.lock().tokenless.clone()
+    }
+
+    /// Caps the lifetime of the tokens TokenRequests get, as the API server's
+    /// `--service-account-max-token-expiration` does (what is asked for is still validated).
+    pub fn set_max_token_expiration(&self, max: Duration) {
+        self.lock().max_token_expiration = Some(max);
+    }
+
+    /// The user a bearer token authenticates; None when it is unknown or expired.
+    pub fn authenticate(&self, token: &str) -> Option<UserInfo> {
+        let tables = self.lock();
+        let entry = tables.tokens.get(token)?;
+        entry
+            .expires
+            .is_none_or(|at| at > SystemTime::now())
+            .then(|| entry.user.clone())
+    }
+
+    /// The tokens TokenRequests got for `user` so far, expired ones included.
+    pub fn issued_tokens(&self, user: &str) -> Vec<String> {
+        self.lock()
+            .tokens
+            .iter()
+            .filter(|(_, t)| t.expires.is_some() && t.user.name == user)
+            .map(|(token, _)| token.clone())
+            .collect()
+    }
+
+    /// Answers a TokenRequest for ServiceAccount `namespace/name` (the caller has checked
+    /// that it exists): a new token for it, valid for `spec.expirationSeconds` (at most the
+    /// configured maximum).
+    pub(crate) fn token_request(
+        &self,
+        namespace: &str,
+        name: &str,
+        body: &Value,
+    ) -> Result<Value, ApiError> {
+        let asked = match &body["spec"]["expirationSeconds"] {
+            Value::Null => DEFAULT_TOKEN_EXPIRATION,
+            v => v.as_i64().ok_or_else(|| {
+                ApiError::bad_request(format!("spec.expirationSeconds: not an integer: {v}"))
+            })?,
+        };
+        if asked < MIN_TOKEN_EXPIRATION {
+            return Err(ApiError::invalid_field(
+                ("TokenRequest", "authentication.k8s.io"),
+                name,
+                "spec.expirationSeconds",
+                (
+                    "FieldValueInvalid",
+                    format!(
+                        "Invalid value: {asked}: may not specify a duration less than 10 minutes"
+                    ),
+                ),
+            ));
+        }
+        let asked = Duration::from_secs(u64::try_from(asked).unwrap_or(u64::MAX));
+        let mut tables = self.lock();
+        let lifetime = tables
+            .max_token_expiration
+            .map_or(asked, |max| asked.min(max));
+        let expires = SystemTime::now() + lifetime;
+        let token = format!("ts-sa-{}", uuid::Uuid::new_v4().simple());
+        tables.tokens.insert(
+            token.clone(),
+            Token {
+                user: UserInfo::service_account(namespace, name),
+                expires: Some(expires),
+            },
+        );
+        let expiration = jiff::Timestamp::try_from(expires)
+            .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+            .unwrap_or_default();
+        let mut spec = body["spec"].clone();
+        if !spec.is_object() {
+            spec = json!({});
+        }
+        spec["expirationSeconds"] = json!(lifetime.as_secs());
+        Ok(json!({
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "metadata": { "name": name, "namespace": namespace, "creationTimestamp": null },
+            "spec": spec,
+            "status": { "token": token, "expirationTimestamp": expiration },
+        }))
     }
 
     /// SubjectAccessReviews allow `verb` on the non-resource `path` to the user or group
@@ -87,10 +273,10 @@ impl Reviews {
 
     fn token_status(&self, spec: &Value) -> Value {
         let token = spec["token"].as_str().unwrap_or_default();
-        match self.lock().tokens.get(token) {
-            Some((user, groups)) => json!({
+        match self.authenticate(token) {
+            Some(UserInfo { name, groups }) => json!({
                 "authenticated": true,
-                "user": { "username": user, "uid": format!("uid-{user}"), "groups": groups },
+                "user": { "username": name, "uid": format!("uid-{name}"), "groups": groups },
             }),
             None => json!({ "authenticated": false, "error": "token not recognized" }),
         }

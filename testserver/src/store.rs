@@ -68,6 +68,9 @@ pub struct WriteOptions {
     /// `fieldManager`, or one derived from the user agent as the real server does.
     pub field_manager: String,
     pub force: bool,
+    /// The writer may not change a ResourceClaim's `status.allocation` or
+    /// `status.reservedFor`: the request's verb and the authorizer's forbidden message.
+    pub binding_forbidden: Option<(String, String)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -172,6 +175,26 @@ struct State {
 /// The server's state. All access goes through one lock, which also orders watch events.
 pub struct Store {
     state: Mutex<State>,
+}
+
+fn type_key_is(rt: &ResourceType, group: &str, plural: &str) -> bool {
+    rt.group == group && rt.plural == plural
+}
+
+/// Whether a ResourceClaim write changes `status.allocation` or `status.reservedFor`, with
+/// apimachinery's semantic equality (absent, null and empty compare equal).
+fn binding_changed(old: &Value, new: &Value) -> bool {
+    fn present(v: Option<&Value>) -> Option<&Value> {
+        v.filter(|v| match v {
+            Value::Null => false,
+            Value::Array(a) => !a.is_empty(),
+            Value::Object(o) => !o.is_empty(),
+            _ => true,
+        })
+    }
+    ["allocation", "reservedFor"]
+        .iter()
+        .any(|field| present(old["status"].get(*field)) != present(new["status"].get(*field)))
 }
 
 fn now_rfc3339() -> String {
@@ -840,6 +863,23 @@ impl State {
         if new == *current {
             return Ok(current);
         }
+        if sub == Subresource::Status
+            && type_key_is(rt, "resource.k8s.io", "resourceclaims")
+            && let Some((verb, forbidden)) = &opts.binding_forbidden
+            && binding_changed(&current, &new)
+        {
+            return Err(ApiError::invalid_field(
+                (&rt.kind, &rt.group),
+                &key.1,
+                "status.allocation",
+                (
+                    "FieldValueForbidden",
+                    format!(
+                        "Forbidden: changing status.allocation or status.reservedFor requires resource=\"resourceclaims/binding\", verb=\"{verb}\" permission: {forbidden}"
+                    ),
+                ),
+            ));
+        }
         if !applied {
             patch::record_update(Some(&current), &new, &opts.field_manager, &mut ownership);
         }
@@ -1136,6 +1176,16 @@ impl Store {
             coll.watchers
                 .retain(|w| !w.bookmarks || w.send(bookmark.clone(), false));
         }
+    }
+
+    /// Every stored object of the type `group`/`plural` (none when it is not served), shared,
+    /// for reading many objects without building a list.
+    pub fn objects(&self, group: &str, plural: &str) -> Vec<Arc<Value>> {
+        let st = self.lock();
+        st.collections
+            .get(&format!("{group}/{plural}"))
+            .map(|c| c.objects.values().map(|s| s.obj.clone()).collect())
+            .unwrap_or_default()
     }
 
     pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
