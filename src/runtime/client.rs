@@ -18,6 +18,7 @@ use tower::buffer::Buffer;
 use tower::{BoxError, Layer, Service, ServiceExt};
 
 use super::backoff::TokenBucket;
+use super::connection::{self, Reachability};
 use super::restclient::{ERROR_CODE, RestClientMetrics};
 use crate::runtime::lock::lock;
 
@@ -66,6 +67,9 @@ pub struct Clients {
     burst: u32,
     identity: String,
     metrics: RestClientMetrics,
+    /// Shared by every client: an unreachable server is one outage in the log, not one
+    /// line per failed request of each client.
+    reachability: Reachability,
 }
 
 impl Clients {
@@ -76,12 +80,15 @@ impl Clients {
         identity: &str,
         metrics: RestClientMetrics,
     ) -> Self {
+        let server = config.cluster_url.to_string();
+        let reachability = Reachability::new(server.trim_end_matches('/'));
         Self {
             config,
             qps,
             burst,
             identity: identity.to_string(),
             metrics,
+            reachability,
         }
     }
 
@@ -115,6 +122,7 @@ impl Clients {
             ))),
             metrics: self.metrics.clone(),
             host,
+            reachability: self.reachability.clone(),
         };
         Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
     }
@@ -125,6 +133,7 @@ struct ClientLayer {
     bucket: Arc<Mutex<TokenBucket>>,
     metrics: RestClientMetrics,
     host: Arc<str>,
+    reachability: Reachability,
 }
 
 impl<S> Layer<S> for ClientLayer
@@ -190,8 +199,16 @@ where
             }
             let result = inner.ready().await?.call(req).await;
             let code = match &result {
-                Ok(resp) => resp.status().as_str().to_string(),
-                Err(_) => ERROR_CODE.to_string(),
+                Ok(resp) => {
+                    layer.reachability.answered(Instant::now());
+                    resp.status().as_str().to_string()
+                }
+                Err(err) => {
+                    if let Some(cause) = connection::cause(err.as_ref()) {
+                        layer.reachability.failed(cause, Instant::now());
+                    }
+                    ERROR_CODE.to_string()
+                }
             };
             metrics
                 .requests
