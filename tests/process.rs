@@ -286,11 +286,8 @@ fn json_lines(log: &str) -> Vec<serde_json::Value> {
 /// and checks what the operator reads: the server's address and the cause, once, then the
 /// summary; no line from kube's client; a bounded number of lines in all.
 async fn unreachable_is_one_outage(args: &[&str]) {
-    let port = common::free_port();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
+    let (port, _dir, kubeconfig) = common::kubeconfig_for_a_closed_port();
     let server = format!("http://127.0.0.1:{port}");
-    std::fs::write(&kubeconfig, kube_testserver::kubeconfig_yaml(&server)).unwrap();
     let mut all = vec!["--log-format=json"];
     all.extend(args);
     let kcm = Kcm::start(&kubeconfig, &all);

@@ -168,6 +168,18 @@ async fn readyz(kcm: &Kcm) -> Option<(u16, String)> {
     kcm.get("/readyz").await
 }
 
+/// kcm is not ready, and says it waits for disruption's API.
+async fn assert_waiting_for_disruption(kcm: &Kcm) {
+    let (code, body) = readyz(kcm).await.unwrap();
+    assert_eq!(
+        (code, body.as_str()),
+        (
+            503,
+            "waiting for API discovery: disruption-controller (policy/v1)"
+        )
+    );
+}
+
 /// While discovery of policy/v1 cannot answer, ttl runs and kcm is not ready, naming the
 /// controller that waits; once discovery answers, disruption starts and kcm is ready.
 async fn discovery_failure_delays_the_controller(fault: Fault, lasting: bool) {
@@ -182,14 +194,7 @@ async fn discovery_failure_delays_the_controller(fault: Fault, lasting: bool) {
     })
     .await;
     if lasting {
-        let (code, body) = readyz(&kcm).await.unwrap();
-        assert_eq!(
-            (code, body.as_str()),
-            (
-                503,
-                "waiting for API discovery: disruption-controller (policy/v1)"
-            )
-        );
+        assert_waiting_for_disruption(&kcm).await;
         assert!(!started(&kcm, "disruption-controller"), "{}", kcm.log());
         server.faults().clear();
     }
@@ -238,14 +243,7 @@ async fn a_hung_discovery_times_out_and_is_retried() {
         started(&kcm, "ttl-controller")
     })
     .await;
-    let (code, body) = readyz(&kcm).await.unwrap();
-    assert_eq!(
-        (code, body.as_str()),
-        (
-            503,
-            "waiting for API discovery: disruption-controller (policy/v1)"
-        )
-    );
+    assert_waiting_for_disruption(&kcm).await;
     // The attempt is cut after 10 s and retried; the hang would last two minutes.
     eventually("disruption started", DEADLINE * 2, || async {
         started(&kcm, "disruption-controller")
@@ -259,28 +257,14 @@ async fn a_hung_discovery_times_out_and_is_retried() {
 
 #[tokio::test]
 async fn a_server_that_starts_late_gets_every_controller() {
-    let port = common::free_port();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        kube_testserver::kubeconfig_yaml(&format!("http://127.0.0.1:{port}")),
-    )
-    .unwrap();
+    let (port, _dir, kubeconfig) = common::kubeconfig_for_a_closed_port();
     let kcm = disruption_and_ttl(&kubeconfig);
     let refused = format!("API server http://127.0.0.1:{port} unreachable: connection refused");
     eventually("kcm finds nothing listening", DEADLINE, || async {
         !lines(&kcm.log(), &refused).is_empty()
     })
     .await;
-    let (code, body) = readyz(&kcm).await.unwrap();
-    assert_eq!(
-        (code, body.as_str()),
-        (
-            503,
-            "waiting for API discovery: disruption-controller (policy/v1)"
-        )
-    );
+    assert_waiting_for_disruption(&kcm).await;
 
     let _server = TestServer::start_with(kube_testserver::Options {
         port,
