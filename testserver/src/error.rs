@@ -96,6 +96,15 @@ impl ApiError {
         err
     }
 
+    /// 422 with one `FieldValueForbidden` cause, as a field the caller may not change.
+    pub fn field_forbidden(rt: &ResourceType, name: &str, field: &str, detail: &str) -> Self {
+        let mut err = Self::invalid(rt, name, field, &format!("Forbidden: {detail}"));
+        if let Some(cause) = err.details.as_mut().and_then(|d| d["causes"].get_mut(0)) {
+            cause["reason"] = json!("FieldValueForbidden");
+        }
+        err
+    }
+
     pub fn gone(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
     }

@@ -654,6 +654,13 @@ fn resource_request(
         Some("scale") if rt.scale.is_some() => return scale_request(ctx, &rt, &ns, &name),
         Some(_) => return Err(not_found()),
     };
+    if sub == Subresource::Status
+        && rt.group == "resource.k8s.io"
+        && rt.plural == "resourceclaims"
+        && matches!(info.verb.as_str(), "update" | "patch")
+    {
+        authorize_binding(ctx, &rt, &ns, &name, info)?;
+    }
     let ns_filter = path.namespace.as_deref();
     match info.verb.as_str() {
         "get" => Ok(json_response(200, &*store.get(&rt, &ns, &name)?)),
@@ -691,6 +698,60 @@ fn resource_request(
         )),
         _ => Err(ApiError::method_not_allowed()),
     }
+}
+
+/// DRAResourceClaimGranularStatusAuthorization (beta, on in v1.36): a ResourceClaim status
+/// write that changes `status.allocation` or `status.reservedFor` also needs the verb on the
+/// synthetic `resourceclaims/binding`, cluster-wide. The change is found by a dry run of the
+/// write; any error of that run is the write's own.
+fn authorize_binding(
+    ctx: &RequestContext<'_>,
+    rt: &ResourceType,
+    ns: &str,
+    name: &str,
+    info: &RequestInfo,
+) -> Result<(), ApiError> {
+    let store = &ctx.shared.store;
+    let old = store.get(rt, ns, name)?;
+    let dry_run = WriteOptions {
+        dry_run: true,
+        ..ctx.write_options()
+    };
+    let new = if info.verb == "update" {
+        store.update(rt, ns, name, ctx.body()?, Subresource::Status, &dry_run)?
+    } else {
+        let patch = (ctx.patch_type()?, &ctx.body()?);
+        store
+            .patch(rt, ns, name, patch, Subresource::Status, &dry_run)?
+            .0
+    };
+    let changed = |field: &str| old["status"][field] != new["status"][field];
+    if !changed("allocation") && !changed("reservedFor") {
+        return Ok(());
+    }
+    let binding = RequestInfo {
+        verb: info.verb.clone(),
+        group: rt.group.clone(),
+        resource: rt.plural.clone(),
+        subresource: "binding".into(),
+        namespace: String::new(),
+        name: String::new(),
+    };
+    ctx.shared
+        .faults
+        .access(&binding, ctx.user_agent)
+        .map_err(|reason| {
+            ApiError::field_forbidden(
+                rt,
+                name,
+                "status.allocation",
+                &format!(
+                    "changing status.allocation or status.reservedFor requires \
+                 resource=\"resourceclaims/binding\", verb=\"{}\" permission: {reason}",
+                    info.verb
+                ),
+            )
+        })
 }
 
 fn scale_request(
