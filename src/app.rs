@@ -292,8 +292,7 @@ pub async fn run_with_config(
                 let api = lock(&progress).as_mut().and_then(|p| p.discovering.remove(entry.name));
                 match found {
                     Found::NotServed => {
-                        let (group, version) = entry.api.unwrap_or_default();
-                        tracing::warn!(controller = %entry.controller, api = format!("{group}/{version}"), "the cluster does not serve this API; controller skipped until it does");
+                        tracing::warn!(controller = %entry.controller, api = api.as_deref().unwrap_or_default(), "the cluster does not serve this API; controller skipped until it does");
                     }
                     Found::Served => {
                         if api.is_none() {
