@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kcm::controllers::resourcequota::evaluator::QuotaGates;
 use kcm::controllers::resourcequota::evaluator::pods::{pod_matches_scope, pod_usage};
 use kcm::controllers::resourcequota::scope::parse_scope;
 use kcm::controllers::resourcequota::usage::sum_usage;
@@ -57,8 +58,8 @@ fn pure_usage() {
         last = sum_usage(
             pods.iter(),
             &names,
-            |p| pod_usage(p, &now),
-            |p| pod_matches_scope(p, &scope),
+            |p| pod_usage(p, &now, QuotaGates::default()),
+            |p| pod_matches_scope(p, &scope, QuotaGates::default()),
         );
         times.push(start.elapsed());
     }

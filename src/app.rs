@@ -1,18 +1,21 @@
 //! Wires the process: client → serving (HTTPS, plain HTTP) → leader election → controllers → shutdown.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures::future::join_all;
 use kube::Client;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::Settings;
-use crate::controllers::Context;
+use crate::controllers::{Context, Descriptor};
 use crate::runtime::client::{ClientError, Clients, load_config};
 use crate::runtime::clock::{self, Clock};
 use crate::runtime::credentials::TokenPolicy;
+use crate::runtime::discovery::{self, Timing};
 use crate::runtime::informer::Informers;
 use crate::runtime::leader::{LeaderElectionConfig, LeaderElector, default_identity};
 use crate::runtime::lock::lock;
@@ -60,20 +63,6 @@ async fn termination_signal() {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
-}
-
-/// Whether the cluster serves `group/version` (core group: `version` alone).
-async fn api_served(client: &Client, group: &str, version: &str) -> bool {
-    if group.is_empty() {
-        return client
-            .list_core_api_versions()
-            .await
-            .is_ok_and(|v| v.versions.iter().any(|x| x == version));
-    }
-    client
-        .list_api_group_resources(&format!("{group}/{version}"))
-        .await
-        .is_ok()
 }
 
 /// Runs kcm until SIGTERM/SIGINT (Ok) or until the lease is lost or a controller fails (Err).
@@ -133,27 +122,37 @@ pub async fn run_with_config(
     );
 
     // Standbys are ready (they are healthy, waiting for the lease); a leader is ready once
-    // every store it started has synced.
+    // every enabled controller has started or been found to lack its API, and every store
+    // the started ones read has synced.
     let leading = Arc::new(AtomicBool::new(false));
-    // The controllers this leader started, set once all are; until then it is not ready, as
-    // their stores may not even be registered yet.
-    let started: Arc<std::sync::Mutex<Option<Vec<Startup>>>> = Arc::default();
+    let progress: Arc<std::sync::Mutex<Option<Progress>>> = Arc::default();
     let ready_informers = informers.clone();
     let ready_leading = leading.clone();
-    let ready_started = started.clone();
+    let ready_progress = progress.clone();
     let readiness: serving::Readiness = Arc::new(move || {
         if !ready_leading.load(Ordering::SeqCst) {
             return Ok(());
+        }
+        // Until the controllers are being started their stores may not even be registered.
+        let progress = lock(&ready_progress);
+        let Some(progress) = progress.as_ref() else {
+            return Err(serving::NotReady::ControllersStarting);
+        };
+        if !progress.discovering.is_empty() {
+            return Err(serving::NotReady::DiscoveryPending(
+                progress
+                    .discovering
+                    .iter()
+                    .map(|(name, api)| format!("{name} ({api})"))
+                    .collect(),
+            ));
         }
         let unsynced = ready_informers.unsynced();
         if !unsynced.is_empty() {
             return Err(serving::NotReady::StoresNotSynced(unsynced));
         }
-        let started = lock(&ready_started);
-        let Some(startups) = started.as_ref() else {
-            return Err(serving::NotReady::ControllersStarting);
-        };
-        let pending: Vec<&'static str> = startups
+        let pending: Vec<&'static str> = progress
+            .started
             .iter()
             .filter(|s| !s.is_synced())
             .map(Startup::controller)
@@ -209,39 +208,59 @@ pub async fn run_with_config(
     }
     leading.store(true, Ordering::SeqCst);
 
-    let shared_settings = Arc::new(settings.clone());
     for (controller, gate) in &settings.skipped_for_gates {
         tracing::info!(controller = %controller, gate, "controller is disabled by feature gate");
     }
-    let mut tasks = Vec::new();
-    let mut startups = Vec::new();
+    let launcher = Launcher {
+        clients: &clients,
+        metadata_client,
+        informers: informers.clone(),
+        metrics: metrics.clone(),
+        settings: Arc::new(settings.clone()),
+        shutdown: controllers_stop.clone(),
+        clock,
+    };
+    let mut running: JoinSet<Result<(), AppError>> = JoinSet::new();
+    // A controller whose API is known to be served (or that needs none) starts at once; the
+    // others wait for discovery, each on its own, so no answer holds up another controller.
+    let (found_tx, mut found_rx) = mpsc::unbounded_channel::<(&'static Descriptor, Found)>();
+    let mut initial = Progress::default();
     for entry in settings.enabled_controllers.iter().map(|c| c.descriptor()) {
-        if let Some((group, version)) = entry.api
-            && !api_served(&discovery, group, version).await
-        {
-            tracing::warn!(controller = %entry.controller, api = format!("{group}/{version}"), "the cluster does not serve this API; controller skipped");
+        let Some((group, version)) = entry.api else {
+            initial.started.push(launcher.launch(entry, &mut running).await?);
             continue;
-        }
-        tracing::info!(controller = %entry.controller, "starting controller");
-        let name = entry.name;
-        let startup = Startup::new(name);
-        startups.push(startup.clone());
-        let run = (entry.run)(Context {
-            client: clients.controller(entry.client).await?,
-            metadata_client: metadata_client.clone(),
-            informers: informers.clone(),
-            metrics: metrics.clone(),
-            settings: shared_settings.clone(),
-            shutdown: controllers_stop.clone(),
-            clock: clock.clone(),
-            startup,
+        };
+        let api = if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        };
+        initial.discovering.insert(entry.name, api.clone());
+        let client = discovery.clone();
+        let found = found_tx.clone();
+        let cancelled = controllers_stop.clone();
+        tokio::spawn(async move {
+            let skipped = found.clone();
+            let served = discovery::until_served(
+                &api,
+                Timing::default(),
+                || discovery::probe(&client, group, version),
+                move || {
+                    let _ = skipped.send((entry, Found::NotServed));
+                },
+            );
+            tokio::select! {
+                () = cancelled.cancelled() => {}
+                () = served => {
+                    let _ = found.send((entry, Found::Served));
+                }
+            }
         });
-        tasks.push(tokio::spawn(async move {
-            run.await
-                .map_err(|e| AppError::Controller(name, e.to_string()))
-        }));
     }
-    *lock(&started) = Some(startups);
+    drop(found_tx);
+    *lock(&progress) = Some(initial);
+    let mut started_any = !running.is_empty();
+    let mut said_idle = false;
 
     // Controllers run until SIGTERM, a lost lease, or one of them fails.
     let (released_tx, released_rx) = tokio::sync::oneshot::channel::<()>();
@@ -259,43 +278,59 @@ pub async fn run_with_config(
             }
         }
     };
-    // With nothing to run (all skipped), stay up and healthy instead of exiting into a crash
-    // loop; the operator sees why in the log.
-    let idle = tasks.is_empty();
-    if idle {
-        tracing::warn!("no controller is running; kcm stays up until stopped");
-    }
-    let controllers_done = controllers_stop.clone();
-    let wait_controllers = async move {
-        if idle {
-            std::future::pending::<()>().await;
-        }
-        let results = join_all(tasks).await;
-        controllers_done.cancel();
-        results
-    };
-    tokio::pin!(hold, wait_controllers);
+    tokio::pin!(hold);
 
-    let outcome: Result<(), AppError> = tokio::select! {
-        _ = stop.cancelled() => Ok(()),
-        lost = &mut hold => Err(lost.err().unwrap_or_else(|| AppError::Leader("lease released unexpectedly".into()))),
-        results = &mut wait_controllers => {
-            let failure = results.into_iter().find_map(|r| match r {
-                Ok(Ok(())) => None,
-                Ok(Err(e)) => Some(e),
-                Err(join) => Some(AppError::Controller("task", join.to_string())),
-            });
-            Err(failure.unwrap_or_else(|| AppError::Controller("all", "every controller stopped".into())))
+    let outcome: Result<(), AppError> = loop {
+        // With nothing to run (all skipped), stay up and healthy instead of exiting into a
+        // crash loop; the operator sees why in the log, and a group served later still
+        // starts its controller.
+        if running.is_empty()
+            && !said_idle
+            && lock(&progress)
+                .as_ref()
+                .is_some_and(|p| p.discovering.is_empty())
+        {
+            said_idle = true;
+            tracing::warn!("no controller is running; kcm stays up until stopped");
+        }
+        tokio::select! {
+            _ = stop.cancelled() => break Ok(()),
+            lost = &mut hold => break Err(lost.err().unwrap_or_else(|| AppError::Leader("lease released unexpectedly".into()))),
+            Some((entry, found)) = found_rx.recv() => {
+                let api = lock(&progress).as_mut().and_then(|p| p.discovering.remove(entry.name));
+                match found {
+                    Found::NotServed => {
+                        tracing::warn!(controller = %entry.controller, api = api.as_deref().unwrap_or_default(), "the cluster does not serve this API; controller skipped until it does");
+                    }
+                    Found::Served => {
+                        if api.is_none() {
+                            tracing::info!(controller = %entry.controller, "the cluster now serves the controller's API");
+                        }
+                        match launcher.launch(entry, &mut running).await {
+                            Ok(startup) => {
+                                lock(&progress).get_or_insert_default().started.push(startup);
+                                started_any = true;
+                                said_idle = false;
+                            }
+                            Err(err) => break Err(err),
+                        }
+                    }
+                }
+            }
+            Some(done) = running.join_next(), if !running.is_empty() => match done {
+                Ok(Ok(())) if running.is_empty() && started_any => {
+                    break Err(AppError::Controller("all", "every controller stopped".into()));
+                }
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => break Err(err),
+                Err(join) => break Err(AppError::Controller("task", join.to_string())),
+            },
         }
     };
     // Stop the controllers and give in-flight reconciles time to finish.
     controllers_stop.cancel();
-    if outcome.is_ok()
-        && !idle
-        && tokio::time::timeout(SHUTDOWN_GRACE, &mut wait_controllers)
-            .await
-            .is_err()
-    {
+    let finish = async { while running.join_next().await.is_some() {} };
+    if outcome.is_ok() && tokio::time::timeout(SHUTDOWN_GRACE, finish).await.is_err() {
         tracing::warn!("controllers did not finish within {SHUTDOWN_GRACE:?}; exiting anyway");
     }
     leading.store(false, Ordering::SeqCst);
@@ -309,4 +344,60 @@ pub async fn run_with_config(
     leader_gauge.set(0);
     stop.cancel();
     outcome
+}
+
+/// Where the leader's controllers stand, for readiness: none is pending once each has
+/// started or been found to lack its API.
+#[derive(Default)]
+struct Progress {
+    /// Controllers waiting for discovery, with the API they need.
+    discovering: BTreeMap<&'static str, String>,
+    started: Vec<Startup>,
+}
+
+/// What discovery found for a controller's API.
+#[derive(Debug, Clone, Copy)]
+enum Found {
+    Served,
+    /// Found not served; discovery keeps checking and sends `Served` if that changes.
+    NotServed,
+}
+
+/// What every controller is started with.
+struct Launcher<'a> {
+    clients: &'a Clients,
+    metadata_client: Client,
+    informers: Informers,
+    metrics: Metrics,
+    settings: Arc<Settings>,
+    shutdown: CancellationToken,
+    clock: Clock,
+}
+
+impl Launcher<'_> {
+    /// Starts `entry` on `running`; its startup progress is returned for readiness.
+    async fn launch(
+        &self,
+        entry: &'static Descriptor,
+        running: &mut JoinSet<Result<(), AppError>>,
+    ) -> Result<Startup, AppError> {
+        tracing::info!(controller = %entry.controller, "starting controller");
+        let name = entry.name;
+        let startup = Startup::new(name);
+        let run = (entry.run)(Context {
+            client: self.clients.controller(entry.client).await?,
+            metadata_client: self.metadata_client.clone(),
+            informers: self.informers.clone(),
+            metrics: self.metrics.clone(),
+            settings: self.settings.clone(),
+            shutdown: self.shutdown.clone(),
+            clock: self.clock.clone(),
+            startup: startup.clone(),
+        });
+        running.spawn(async move {
+            run.await
+                .map_err(|e| AppError::Controller(name, e.to_string()))
+        });
+        Ok(startup)
+    }
 }

@@ -37,8 +37,12 @@ pub const DEFAULT_SECURE_PORT: u16 = 10257;
 
 const FEATURE_GATES_HELP: &str = "Feature gates as comma-separated NAME=BOOL pairs; may be \
 repeated. Known gates: APIServerIdentity (default true), DRAAdminAccess (default true), \
-DRAPrioritizedList (default true), DRAWorkloadResourceClaims (default false), \
-StorageVersionAPI (default false)";
+DRAConsumableCapacity (default true), DRADeviceBindingConditions (default true), \
+DRAExtendedResource (default true), DRAPrioritizedList (default true), \
+DRAResourceClaimGranularStatusAuthorization (default true), DRAWorkloadResourceClaims \
+(default false), GenericWorkload (default false), InPlacePodVerticalScaling (default true), \
+PodLevelResources (default true), StorageVersionAPI (default false), WatchListClient \
+(default true)";
 
 /// kube-controller-manager's command line, as far as kcm's controllers need it.
 #[derive(Parser, Debug, Clone)]
@@ -722,15 +726,31 @@ pub enum FeatureGate {
     DraAdminAccess,
     DraPrioritizedList,
     DraWorkloadResourceClaims,
+    PodLevelResources,
+    DraExtendedResource,
+    InPlacePodVerticalScaling,
+    DraResourceClaimGranularStatusAuthorization,
+    DraDeviceBindingConditions,
+    DraConsumableCapacity,
+    GenericWorkload,
+    WatchListClient,
 }
 
 impl FeatureGate {
-    pub const ALL: [FeatureGate; 5] = [
+    pub const ALL: [FeatureGate; 13] = [
         FeatureGate::StorageVersionApi,
         FeatureGate::ApiServerIdentity,
         FeatureGate::DraAdminAccess,
         FeatureGate::DraPrioritizedList,
         FeatureGate::DraWorkloadResourceClaims,
+        FeatureGate::PodLevelResources,
+        FeatureGate::DraExtendedResource,
+        FeatureGate::InPlacePodVerticalScaling,
+        FeatureGate::DraResourceClaimGranularStatusAuthorization,
+        FeatureGate::DraDeviceBindingConditions,
+        FeatureGate::DraConsumableCapacity,
+        FeatureGate::GenericWorkload,
+        FeatureGate::WatchListClient,
     ];
 
     /// Kubernetes' spelling, as used in --feature-gates.
@@ -741,6 +761,16 @@ impl FeatureGate {
             FeatureGate::DraAdminAccess => "DRAAdminAccess",
             FeatureGate::DraPrioritizedList => "DRAPrioritizedList",
             FeatureGate::DraWorkloadResourceClaims => "DRAWorkloadResourceClaims",
+            FeatureGate::PodLevelResources => "PodLevelResources",
+            FeatureGate::DraExtendedResource => "DRAExtendedResource",
+            FeatureGate::InPlacePodVerticalScaling => "InPlacePodVerticalScaling",
+            FeatureGate::DraResourceClaimGranularStatusAuthorization => {
+                "DRAResourceClaimGranularStatusAuthorization"
+            }
+            FeatureGate::DraDeviceBindingConditions => "DRADeviceBindingConditions",
+            FeatureGate::DraConsumableCapacity => "DRAConsumableCapacity",
+            FeatureGate::GenericWorkload => "GenericWorkload",
+            FeatureGate::WatchListClient => "WatchListClient",
         }
     }
 
@@ -751,6 +781,14 @@ impl FeatureGate {
             FeatureGate::DraAdminAccess => true,
             FeatureGate::DraPrioritizedList => true,
             FeatureGate::DraWorkloadResourceClaims => false,
+            FeatureGate::PodLevelResources => true,
+            FeatureGate::DraExtendedResource => true,
+            FeatureGate::InPlacePodVerticalScaling => true,
+            FeatureGate::DraResourceClaimGranularStatusAuthorization => true,
+            FeatureGate::DraDeviceBindingConditions => true,
+            FeatureGate::DraConsumableCapacity => true,
+            FeatureGate::GenericWorkload => false,
+            FeatureGate::WatchListClient => true,
         }
     }
 
@@ -1586,9 +1624,15 @@ mod tests {
         assert_eq!(
             unknown.to_string(),
             "unrecognized feature gate: Bogus (known gates: APIServerIdentity=true|false (default \
-             true), DRAAdminAccess=true|false (default true), DRAPrioritizedList=true|false \
-             (default true), DRAWorkloadResourceClaims=true|false (default false), \
-             StorageVersionAPI=true|false (default false))"
+             true), DRAAdminAccess=true|false (default true), DRAConsumableCapacity=true|false \
+             (default true), DRADeviceBindingConditions=true|false (default true), \
+             DRAExtendedResource=true|false (default true), DRAPrioritizedList=true|false \
+             (default true), DRAResourceClaimGranularStatusAuthorization=true|false (default \
+             true), DRAWorkloadResourceClaims=true|false (default false), \
+             GenericWorkload=true|false (default false), InPlacePodVerticalScaling=true|false \
+             (default true), PodLevelResources=true|false (default true), \
+             StorageVersionAPI=true|false (default false), WatchListClient=true|false (default \
+             true))"
         );
         let wrong_case = FeatureGates::from_flag_values(&["storageversionapi=true"]);
         assert!(matches!(

@@ -23,6 +23,14 @@ fn init_logging(format: LogFormat, verbosity: u8) {
         2 | 3 => "debug",
         _ => "trace",
     };
+    // kube's client logs every failed request itself (target `kube_client::client::builder`,
+    // "failed with error client error (Connect)"), a second line for each failure kcm
+    // reports; its HTTP tracing is kept for -v=4 and above.
+    let default = if verbosity >= 4 {
+        default.to_string()
+    } else {
+        format!("{default},kube_client::client::builder=off")
+    };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     // Colour only on a terminal: log files and collectors get plain text.
     let builder = tracing_subscriber::fmt()

@@ -274,3 +274,74 @@ async fn losing_the_lease_stops_kcm_with_a_non_zero_exit() {
     assert_eq!(status.code(), Some(1));
     assert!(kcm.log().contains("leader election"), "{}", kcm.log());
 }
+
+/// kcm's JSON log lines.
+fn json_lines(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Runs kcm with `args` against a port where nothing listens until its first outage summary,
+/// and checks what the operator reads: the server's address and the cause, once, then the
+/// summary; no line from kube's client; a bounded number of lines in all.
+async fn unreachable_is_one_outage(args: &[&str]) {
+    let (port, _dir, kubeconfig) = common::kubeconfig_for_a_closed_port();
+    let server = format!("http://127.0.0.1:{port}");
+    let mut all = vec!["--log-format=json"];
+    all.extend(args);
+    let kcm = Kcm::start(&kubeconfig, &all);
+    let summary = format!("API server {server} unreachable for ");
+    eventually("the outage summary", DEADLINE, || async {
+        kcm.log().contains(&summary)
+    })
+    .await;
+
+    let lines = json_lines(&kcm.log());
+    let from_builder: Vec<_> = lines
+        .iter()
+        .filter(|l| l["target"] == "kube_client::client::builder")
+        .collect();
+    assert!(from_builder.is_empty(), "{from_builder:?}");
+    let problems: Vec<String> = lines
+        .iter()
+        .filter(|l| l["level"] == "WARN" || l["level"] == "ERROR")
+        .map(|l| {
+            l["fields"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        // The test's plain-HTTP listener is warned about; not a connection matter.
+        .filter(|m| !m.starts_with("serving /metrics"))
+        .collect();
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+    assert_eq!(
+        problems[0],
+        format!("API server {server} unreachable: connection refused")
+    );
+    let (seconds, rest) = problems[1]
+        .strip_prefix(&summary)
+        .and_then(|s| s.split_once("s ("))
+        .unwrap_or_else(|| panic!("{}", problems[1]));
+    assert!(seconds.parse::<u64>().unwrap() >= 5, "{}", problems[1]);
+    assert!(
+        rest.ends_with(" failed requests): connection refused"),
+        "{}",
+        problems[1]
+    );
+    // Startup lines, the outage line and its summary: nothing per failed request.
+    assert!(lines.len() <= 12, "{} lines:\n{}", lines.len(), kcm.log());
+}
+
+#[tokio::test]
+async fn an_unreachable_server_without_leader_election_is_named_once_then_summarized() {
+    unreachable_is_one_outage(&["--leader-elect=false"]).await;
+}
+
+#[tokio::test]
+async fn an_unreachable_server_while_acquiring_the_lease_is_named_once_then_summarized() {
+    let mut args = vec!["--controllers=ttl"];
+    args.extend(FAST_LEASE);
+    unreachable_is_one_outage(&args).await;
+}

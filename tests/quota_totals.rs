@@ -16,8 +16,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ScopeSelector, ScopedResourceSelectorRequirement};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kcm::controllers::resourcequota::evaluator::Snapshot;
 use kcm::controllers::resourcequota::evaluator::pods::{Pods, pod_matches_scope, pod_usage};
+use kcm::controllers::resourcequota::evaluator::{QuotaGates, Snapshot};
 use kcm::controllers::resourcequota::scope::{QuotaScope, parse_scope};
 use kcm::controllers::resourcequota::totals::Totals;
 use kcm::controllers::resourcequota::usage::sum_usage;
@@ -212,7 +212,11 @@ fn fail(msg: String) -> TestCaseError {
 /// Upstream's fold over the store for one resource name, in the totals' order.
 fn reference(world: &World, scope: &QuotaScope, resource: &str) -> (String, Vec<String>) {
     let now = world.time();
-    let slot = |pod: &Pod| match pod_usage(pod, &now).list.get(resource).map(|q| q.format()) {
+    let slot = |pod: &Pod| match pod_usage(pod, &now, QuotaGates::default())
+        .list
+        .get(resource)
+        .map(|q| q.format())
+    {
         Some(Format::BinarySI) => 0,
         Some(Format::DecimalSI) => 1,
         Some(Format::DecimalExponent) => 2,
@@ -231,8 +235,8 @@ fn reference(world: &World, scope: &QuotaScope, resource: &str) -> (String, Vec<
     let usage = sum_usage(
         order.iter().map(|(.., pod)| *pod),
         &names,
-        |p| pod_usage(p, &now),
-        |p| pod_matches_scope(p, scope),
+        |p| pod_usage(p, &now, QuotaGates::default()),
+        |p| pod_matches_scope(p, scope, QuotaGates::default()),
     );
     let mut problems = usage.problems;
     problems.sort();
@@ -242,7 +246,7 @@ fn reference(world: &World, scope: &QuotaScope, resource: &str) -> (String, Vec<
 fn check(totals: &Totals<Pod>, world: &World, scope_index: usize) -> Result<(), TestCaseError> {
     let scope = scope(scope_index);
     let names: Vec<String> = RESOURCES.iter().map(|s| s.to_string()).collect();
-    let got = totals.usage(&Pods, NS, &scope, &names, &world.at(), || {
+    let got = totals.usage(&Pods::default(), NS, &scope, &names, &world.at(), || {
         world.store.values().cloned().collect()
     });
     let mut got_problems = got.problems.clone();
@@ -267,7 +271,7 @@ fn check(totals: &Totals<Pod>, world: &World, scope_index: usize) -> Result<(), 
 /// Tells the totals what the store holds for `name` now (what the informer's change feed does).
 fn refresh(totals: &Totals<Pod>, world: &World, name: &str) {
     let current = world.store.get(name).cloned();
-    totals.refresh(&Pods, NS, name, current, &world.at());
+    totals.refresh(&Pods::default(), NS, name, current, &world.at());
 }
 
 fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
@@ -351,7 +355,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     // The periodic full recompute finds nothing to correct.
     let in_use = HashMap::from([(NS.to_string(), (0..SCOPES).map(scope).collect())]);
     let drift = totals.verify(
-        &Pods,
+        &Pods::default(),
         &in_use,
         |_| world.store.values().cloned().collect(),
         &world.at(),
@@ -400,7 +404,7 @@ fn mixed_formats_print_the_same_on_every_sync() {
         world.store.insert(name.to_string(), pod);
     }
     let names = vec!["requests.memory".to_string()];
-    let got = totals.usage(&Pods, NS, &scope(0), &names, &world.at(), || {
+    let got = totals.usage(&Pods::default(), NS, &scope(0), &names, &world.at(), || {
         world.store.values().cloned().collect()
     });
     assert_eq!(got.list["requests.memory"].to_string(), "1048577Ki");

@@ -26,6 +26,7 @@ use k8s_openapi::jiff::Timestamp;
 use kcm::controllers::disruption::budget::{
     count_healthy, disrupted_pods, expected_and_desired, new_status,
 };
+use kcm::controllers::resourcequota::evaluator::QuotaGates;
 use kcm::controllers::resourcequota::evaluator::pods::{pod_matching, pod_usage};
 use kcm::controllers::resourcequota::status::next_status;
 use kcm::controllers::resourcequota::usage::{mask_list, sum_usage};
@@ -441,7 +442,12 @@ async fn converged(client: &Client) -> Result<(), String> {
                 .map(|h| h.keys().cloned().collect())
                 .unwrap_or_default();
             let matching = pod_matching(&names);
-            let usage = sum_usage(&pods, &matching, |p| pod_usage(p, &now), |_| true);
+            let usage = sum_usage(
+                &pods,
+                &matching,
+                |p| pod_usage(p, &now, QuotaGates::default()),
+                |_| true,
+            );
             let computed = mask_list(&usage.list, &matching);
             if let Some(want) = next_status(&quota, &computed) {
                 return Err(format!(

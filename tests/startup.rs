@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use common::{DEADLINE, Kcm, eventually};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube_testserver::TestServer;
+use kube_testserver::{Fault, TestServer};
 use serde_json::{Value, json};
 
 const CONTROLLERS: [&str; 5] = [
@@ -143,4 +143,202 @@ async fn each_controller_logs_synced_stores_and_first_pass_then_stays_quiet() {
         "info lines beyond the startup ones:\n{}",
         info.join("\n")
     );
+}
+
+/// kcm running disruption and ttl, logging JSON.
+fn disruption_and_ttl(kubeconfig: &std::path::Path) -> Kcm {
+    Kcm::start(
+        kubeconfig,
+        &[
+            "--leader-elect=false",
+            "--log-format=json",
+            "--controllers=disruption,ttl",
+        ],
+    )
+}
+
+/// Whether kcm logged that it started `controller`.
+fn started(kcm: &Kcm, controller: &str) -> bool {
+    lines(&kcm.log(), "starting controller")
+        .iter()
+        .any(|l| l["fields"]["controller"] == controller)
+}
+
+async fn readyz(kcm: &Kcm) -> Option<(u16, String)> {
+    kcm.get("/readyz").await
+}
+
+/// kcm is not ready, and says it waits for disruption's API.
+async fn assert_waiting_for_disruption(kcm: &Kcm) {
+    let (code, body) = readyz(kcm).await.unwrap();
+    assert_eq!(
+        (code, body.as_str()),
+        (
+            503,
+            "waiting for API discovery: disruption-controller (policy/v1)"
+        )
+    );
+}
+
+/// While discovery of policy/v1 cannot answer, ttl runs and kcm is not ready, naming the
+/// controller that waits; once discovery answers, disruption starts and kcm is ready.
+async fn discovery_failure_delays_the_controller(fault: Fault, lasting: bool) {
+    let server = TestServer::start().await;
+    server.seed(node("n1")).unwrap();
+    server.inject(fault.verb("discovery").user_agent("controller-discovery"));
+    let kcm = disruption_and_ttl(server.kubeconfig_path());
+    eventually("ttl started and synced", DEADLINE, || async {
+        lines(&kcm.log(), "stores synced")
+            .iter()
+            .any(|l| l["fields"]["controller"] == "ttl-controller")
+    })
+    .await;
+    if lasting {
+        assert_waiting_for_disruption(&kcm).await;
+        assert!(!started(&kcm, "disruption-controller"), "{}", kcm.log());
+        server.faults().clear();
+    }
+    eventually("disruption started and kcm ready", DEADLINE, || async {
+        started(&kcm, "disruption-controller")
+            && readyz(&kcm).await.is_some_and(|(code, _)| code == 200)
+    })
+    .await;
+    let log = kcm.log();
+    assert!(
+        lines(
+            &log,
+            "the cluster does not serve this API; controller skipped until it does"
+        )
+        .is_empty(),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn discovery_unavailable_503_delays_the_controller_instead_of_dropping_it() {
+    discovery_failure_delays_the_controller(Fault::error(503), true).await;
+}
+
+#[tokio::test]
+async fn discovery_throttled_429_delays_the_controller_instead_of_dropping_it() {
+    discovery_failure_delays_the_controller(Fault::error(429).retry_after(1), true).await;
+}
+
+#[tokio::test]
+async fn one_failed_discovery_500_is_retried() {
+    discovery_failure_delays_the_controller(Fault::error(500).times(1), false).await;
+}
+
+#[tokio::test]
+async fn a_hung_discovery_times_out_and_is_retried() {
+    let server = TestServer::start().await;
+    server.inject(
+        Fault::latency(std::time::Duration::from_secs(120))
+            .verb("discovery")
+            .user_agent("controller-discovery")
+            .times(1),
+    );
+    let kcm = disruption_and_ttl(server.kubeconfig_path());
+    eventually("ttl started", DEADLINE, || async {
+        started(&kcm, "ttl-controller")
+    })
+    .await;
+    assert_waiting_for_disruption(&kcm).await;
+    // The attempt is cut after 10 s and retried; the hang would last two minutes.
+    eventually("disruption started", DEADLINE * 2, || async {
+        started(&kcm, "disruption-controller")
+    })
+    .await;
+    let retried = lines(&kcm.log(), "API discovery failed; retrying");
+    assert_eq!(retried.len(), 1, "{}", kcm.log());
+    assert_eq!(retried[0]["fields"]["error"], "timed out after 10s");
+    assert_eq!(retried[0]["fields"]["api"], "policy/v1");
+}
+
+#[tokio::test]
+async fn a_server_that_starts_late_gets_every_controller() {
+    let (port, _dir, kubeconfig) = common::kubeconfig_for_a_closed_port();
+    let kcm = disruption_and_ttl(&kubeconfig);
+    let refused = format!("API server http://127.0.0.1:{port} unreachable: connection refused");
+    eventually("kcm finds nothing listening", DEADLINE, || async {
+        !lines(&kcm.log(), &refused).is_empty()
+    })
+    .await;
+    assert_waiting_for_disruption(&kcm).await;
+
+    let _server = TestServer::start_with(kube_testserver::Options {
+        port,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    eventually("disruption started and kcm ready", DEADLINE, || async {
+        started(&kcm, "disruption-controller")
+            && readyz(&kcm).await.is_some_and(|(code, _)| code == 200)
+    })
+    .await;
+    let log = kcm.log();
+    let back: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| {
+            l["fields"]["message"].as_str().is_some_and(|m| {
+                m.starts_with(&format!(
+                    "API server http://127.0.0.1:{port} reachable again after"
+                ))
+            })
+        })
+        .collect();
+    assert_eq!(back.len(), 1, "{log}");
+}
+
+#[tokio::test]
+async fn a_group_served_after_start_starts_its_controller() {
+    let server = TestServer::start().await;
+    let pdbs = server
+        .store()
+        .resource_type("policy", "poddisruptionbudgets")
+        .unwrap();
+    assert!(server.store().unregister("policy", "poddisruptionbudgets"));
+    let kcm = disruption_and_ttl(server.kubeconfig_path());
+    // Definitely not served: skipped, and kcm is ready with ttl alone.
+    eventually("disruption skipped and kcm ready", DEADLINE, || async {
+        readyz(&kcm).await.is_some_and(|(code, _)| code == 200)
+    })
+    .await;
+    let skipped = lines(
+        &kcm.log(),
+        "the cluster does not serve this API; controller skipped until it does",
+    );
+    assert_eq!(skipped.len(), 1, "{}", kcm.log());
+    assert_eq!(skipped[0]["fields"]["controller"], "disruption-controller");
+    assert_eq!(skipped[0]["fields"]["api"], "policy/v1");
+    assert!(!started(&kcm, "disruption-controller"));
+
+    server.store().register(pdbs);
+    eventually("disruption started", DEADLINE, || async {
+        started(&kcm, "disruption-controller")
+    })
+    .await;
+    assert!(
+        !lines(&kcm.log(), "the cluster now serves the controller's API").is_empty(),
+        "{}",
+        kcm.log()
+    );
+    // Its stores sync and it works: a PDB gets its status.
+    server
+        .seed(json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": { "name": "pdb", "namespace": "default", "generation": 1 },
+            "spec": { "minAvailable": 1, "selector": { "matchLabels": { "app": "a" } } },
+        }))
+        .unwrap();
+    let api: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(server.client(), "default");
+    eventually("PDB status written", DEADLINE, || async {
+        api.get("pdb")
+            .await
+            .is_ok_and(|p| p.status.is_some_and(|s| s.observed_generation == Some(1)))
+    })
+    .await;
 }

@@ -22,6 +22,7 @@ use super::backoff::TokenBucket;
 use super::credentials::{
     CredentialsError, NAMESPACE, ServiceAccountTokens, TokenCell, TokenPolicy,
 };
+use super::connection::{self, Reachability};
 use super::restclient::{ERROR_CODE, RestClientMetrics};
 use crate::runtime::lock::lock;
 
@@ -74,6 +75,9 @@ pub struct Clients {
     metrics: RestClientMetrics,
     /// Set by `--use-service-account-credentials`: the controllers' own identities.
     service_accounts: Option<Arc<ServiceAccountTokens>>,
+    /// Shared by every client: an unreachable server is one outage in the log, not one
+    /// line per failed request of each client.
+    reachability: Reachability,
 }
 
 impl Clients {
@@ -84,6 +88,8 @@ impl Clients {
         identity: &str,
         metrics: RestClientMetrics,
     ) -> Self {
+        let server = config.cluster_url.to_string();
+        let reachability = Reachability::new(server.trim_end_matches('/'));
         Self {
             config,
             qps,
@@ -91,6 +97,7 @@ impl Clients {
             identity: identity.to_string(),
             metrics,
             service_accounts: None,
+            reachability,
         }
     }
 
@@ -166,6 +173,7 @@ impl Clients {
             metrics: self.metrics.clone(),
             host,
             token,
+            reachability: self.reachability.clone(),
         };
         Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
     }
@@ -178,6 +186,7 @@ struct ClientLayer {
     host: Arc<str>,
     /// The ServiceAccount token each request carries, under service account credentials.
     token: Option<TokenCell>,
+    reachability: Reachability,
 }
 
 impl<S> Layer<S> for ClientLayer
@@ -262,8 +271,16 @@ where
                 token.refused();
             }
             let code = match &result {
-                Ok(resp) => resp.status().as_str().to_string(),
-                Err(_) => ERROR_CODE.to_string(),
+                Ok(resp) => {
+                    layer.reachability.answered(Instant::now());
+                    resp.status().as_str().to_string()
+                }
+                Err(err) => {
+                    if let Some(cause) = connection::cause(err.as_ref()) {
+                        layer.reachability.failed(cause, Instant::now());
+                    }
+                    ERROR_CODE.to_string()
+                }
             };
             metrics
                 .requests

@@ -84,7 +84,7 @@ impl ObjectCounter {
                     }
                     Some(Err(err)) => {
                         metrics.watch_errors.with_label_values(&[&resource]).inc();
-                        tracing::warn!(resource, error = %err, "list/watch failed; retrying with backoff");
+                        super::connection::watch_failed(&resource, &err);
                     }
                     None => break,
                 }

@@ -172,7 +172,7 @@ impl ServiceAccountTokens {
         if let Some(cell) = lock(&self.cells).get(name) {
             return Ok(cell.clone());
         }
-        get_or_create(&self.accounts, name, self.policy.create_accounts).await?;
+        self.ensure_account(name).await?;
         let mut cells = lock(&self.cells);
         if let Some(cell) = cells.get(name) {
             return Ok(cell.clone());
@@ -193,6 +193,37 @@ impl ServiceAccountTokens {
         ));
         cells.insert(name.to_string(), cell.clone());
         Ok(cell)
+    }
+}
+
+impl ServiceAccountTokens {
+    /// [`get_or_create`], retried with the token policy's backoff while the API server does
+    /// not answer (connection errors, 429, 5xx): a transient failure at start must not stop
+    /// kcm. A definite answer (a missing account under `--shadow`, 403) is final.
+    async fn ensure_account(&self, name: &str) -> Result<(), CredentialsError> {
+        let mut failures = 0u32;
+        loop {
+            match get_or_create(&self.accounts, name, self.policy.create_accounts).await {
+                Err(CredentialsError::ServiceAccount { source, .. }) if is_transient(&source) => {
+                    failures += 1;
+                    let delay = self.policy.retry_delay(failures);
+                    tracing::warn!(serviceaccount = name, error = %source, retry_in = ?delay, "could not get the controller's ServiceAccount; retrying");
+                    tokio::select! {
+                        _ = self.stop.cancelled() => return Ok(()),
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                }
+                done => return done,
+            }
+        }
+    }
+}
+
+/// Whether the API server may answer differently later: no answer, 429 or a 5xx.
+fn is_transient(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+        _ => true,
     }
 }
 

@@ -439,7 +439,7 @@ impl Informers {
                             .failing
                             .store(true, std::sync::atomic::Ordering::SeqCst);
                         metrics.watch_errors.with_label_values(&[&resource]).inc();
-                        tracing::warn!(resource = %resource, error = %err, "list/watch failed; retrying with backoff");
+                        super::connection::watch_failed(&resource, &err);
                     }
                     None => break,
                 }

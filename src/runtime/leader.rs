@@ -11,6 +11,7 @@
 //! whole seconds); each acquisition attempt is cut after `renew_deadline`; and a lease
 //! duration below 1s is refused, since the Lease would store 0 seconds.
 
+use super::connection;
 use super::rbac::Rule;
 use std::future::Future;
 use std::pin::pin;
@@ -333,7 +334,16 @@ impl LeaderElector {
                 };
             }
             Err(err) => {
-                tracing::error!(lease = %self.describe(), %err, "error retrieving resource lock");
+                // An unreachable server is reported once by the clients' `Reachability`, not
+                // once per retry period here.
+                match connection::cause(&err) {
+                    Some(cause) => {
+                        tracing::debug!(lease = %self.describe(), %cause, "error retrieving resource lock")
+                    }
+                    None => {
+                        tracing::error!(lease = %self.describe(), %err, "error retrieving resource lock")
+                    }
+                }
                 return Attempt::Failed(err.to_string());
             }
         };

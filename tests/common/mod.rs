@@ -23,6 +23,17 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// A kubeconfig for `http://127.0.0.1:<port>` where nothing listens (yet): the port, the
+/// directory that holds the file (removed when dropped), and the file.
+pub fn kubeconfig_for_a_closed_port() -> (u16, tempfile::TempDir, std::path::PathBuf) {
+    let port = free_port();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("kubeconfig");
+    let yaml = kube_testserver::kubeconfig_yaml(&format!("http://127.0.0.1:{port}"));
+    std::fs::write(&path, yaml).expect("kubeconfig written");
+    (port, dir, path)
+}
+
 /// GET on kcm's listener: (status code, body); None when nothing listens yet.
 pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let resp = kube_testserver::testing::http_get(([127, 0, 0, 1], port).into(), path).await?;

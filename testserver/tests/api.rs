@@ -1062,6 +1062,61 @@ async fn an_authorizer_refuses_with_403_and_leaves_discovery_alone() {
 }
 
 #[tokio::test]
+async fn changing_a_claims_reservations_needs_the_binding_subresource() {
+    let server = TestServer::start().await;
+    server
+        .seed(json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": { "name": "c", "namespace": "default" },
+            "spec": { "devices": {} },
+            "status": { "allocation": { "devices": { "results": [] } }, "reservedFor": [{ "resource": "pods", "name": "p", "uid": "u" }] },
+        }))
+        .unwrap();
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    server.authorize(Box::new(move |info, _| {
+        if info.subresource == "binding" {
+            seen.lock().unwrap().push(format!(
+                "{} {}/{} ns={:?} name={:?}",
+                info.verb, info.resource, info.subresource, info.namespace, info.name
+            ));
+            return Err("no binding for you".into());
+        }
+        Ok(())
+    }));
+    let claims: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        server.client(),
+        "default",
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("resource.k8s.io", "v1", "ResourceClaim"),
+            "resourceclaims",
+        ),
+    );
+    let pp = PatchParams::default();
+    // Dropping the reservation changes status.reservedFor: refused as a forbidden field.
+    let drop = Patch::Merge(json!({ "status": { "reservedFor": null } }));
+    let status = api_error(claims.patch_status("c", &pp, &drop).await.unwrap_err());
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+    assert!(
+        status.message.ends_with(
+            "status.allocation: Forbidden: changing status.allocation or status.reservedFor \
+             requires resource=\"resourceclaims/binding\", verb=\"patch\" permission: no \
+             binding for you"
+        ),
+        "{}",
+        status.message
+    );
+    assert_eq!(
+        *asked.lock().unwrap(),
+        ["patch resourceclaims/binding ns=\"\" name=\"\""]
+    );
+    // Other status fields need no binding permission.
+    let devices = Patch::Merge(json!({ "status": { "devices": [] } }));
+    claims.patch_status("c", &pp, &devices).await.unwrap();
+    assert_eq!(asked.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
 async fn seeded_fields_are_owned_unless_seeded_untracked() {
     let server = TestServer::start().await;
     let rt = server.store().resource_type("", "configmaps").unwrap();

@@ -83,6 +83,15 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
             &["resourceclaims", "resourceclaims/status"],
             &["update", "patch"],
         ),
+        // DRAResourceClaimGranularStatusAuthorization (beta, on in v1.36): the API server
+        // then also asks for the synthetic `resourceclaims/binding` when status.reservedFor
+        // changes, as it does when the controller drops a stale reservation. Upstream grants
+        // it with the gate on; the rule is harmless where the API server has it off.
+        Rule::new(
+            &["resource.k8s.io"],
+            &["resourceclaims/binding"],
+            &["update", "patch"],
+        ),
         Rule::new(&[""], &["pods/status"], &["update", "patch"]),
         EVENTS,
         // Changing status.reservedFor or status.allocation: with

@@ -11,6 +11,7 @@ use super::discovery::{Quotable, quotable, referenced_counts};
 use super::evaluator::REGISTRY;
 use super::evaluator::object_count::ObjectCount;
 use super::{Quota, hard_names};
+use crate::runtime::connection;
 use crate::runtime::counter::ObjectCounter;
 use crate::runtime::lock::lock;
 
@@ -76,6 +77,10 @@ impl Quota {
                     .into_iter()
                     .map(|q| (q.count_name, q.api_resource))
                     .collect();
+            }
+            // An unreachable server is reported once, by the clients' `Reachability`.
+            Err(err) if connection::cause(&err).is_some() => {
+                tracing::debug!(error = %err, "discovery of quotable resources failed; retrying")
             }
             Err(err) => {
                 tracing::warn!(error = %err, "discovery of quotable resources failed; retrying")

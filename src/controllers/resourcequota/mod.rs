@@ -132,7 +132,8 @@ struct Quota {
 /// and the stream of its object counts' changes.
 async fn start(ctx: &Context) -> (Quota, mpsc::UnboundedReceiver<CountChange>) {
     let quotas = ctx.informers.get::<ResourceQuota>();
-    let typed = evaluator::start(&ctx.client, &ctx.informers).await;
+    let gates = evaluator::QuotaGates::of(&ctx.settings.feature_gates);
+    let typed = evaluator::start(&ctx.client, &ctx.informers, gates).await;
     let (count_tx, count_rx) = mpsc::unbounded_channel();
     let quota = Quota {
         quotas,
@@ -152,7 +153,12 @@ async fn start(ctx: &Context) -> (Quota, mpsc::UnboundedReceiver<CountChange>) {
 }
 
 async fn run(ctx: Context) -> Result<(), ControllerError> {
-    let (quota, count_rx) = start(&ctx).await;
+    // Starting asks the cluster which evaluators it serves, until it answers: a stop
+    // request must not wait for that.
+    let (quota, count_rx) = tokio::select! {
+        started = start(&ctx) => started,
+        () = ctx.shutdown.cancelled() => return Ok(()),
+    };
     quota.discover().await;
 
     let workers = ctx.settings.concurrent_resource_quota_syncs.get() as usize;

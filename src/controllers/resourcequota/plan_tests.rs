@@ -62,9 +62,10 @@ impl<K: Stored> Objects<K> for Listed<K> {
 
 /// The real evaluator `E`, with its real usage totals, over `objects`.
 fn listed<E: Evaluator>(objects: Vec<E::Object>) -> Arc<dyn Registered> {
-    Typed::<E>::over(Arc::new(Listed(
-        objects.into_iter().map(Arc::new).collect(),
-    )))
+    Typed::<E>::over(
+        E::default(),
+        Arc::new(Listed(objects.into_iter().map(Arc::new).collect())),
+    )
 }
 
 /// An evaluator that covers what `of` covers and cannot compute it yet (upstream's

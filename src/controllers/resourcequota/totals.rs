@@ -435,6 +435,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::controllers::resourcequota::evaluator::QuotaGates;
     use crate::controllers::resourcequota::evaluator::persistentvolumeclaims::PersistentVolumeClaims;
     use crate::controllers::resourcequota::evaluator::pods::{Pods, pod_usage};
     use crate::controllers::resourcequota::evaluator::resourceclaims::{
@@ -608,9 +609,14 @@ mod tests {
         let ask = |classes: &ExtendedResourceCache| {
             let at = Snapshot::with_classes(now(), classes.clone());
             printed(
-                &totals.usage(&ResourceClaims, "ns", &scope, &names, &at, || {
-                    vec![claim.clone()]
-                }),
+                &totals.usage(
+                    &ResourceClaims::default(),
+                    "ns",
+                    &scope,
+                    &names,
+                    &at,
+                    || vec![claim.clone()],
+                ),
                 &names,
             )
         };
@@ -644,10 +650,15 @@ mod tests {
         let names = strings(&["requests.cpu"]);
         let scope = parse_scope(&[], None);
         let store = vec![pod("a", 1, "100m"), pod("b", 2, "200m")];
-        let used = totals.usage(&Pods, "ns", &scope, &names, &at(), || store.clone());
+        let used = totals.usage(&Pods::default(), "ns", &scope, &names, &at(), || {
+            store.clone()
+        });
         assert_eq!(used.list["requests.cpu"].to_string(), "300m");
         let in_use = HashMap::from([("ns".to_string(), vec![scope.clone()])]);
-        assert_eq!(totals.verify(&Pods, &in_use, |_| store.clone(), &at()), 0);
+        assert_eq!(
+            totals.verify(&Pods::default(), &in_use, |_| store.clone(), &at()),
+            0
+        );
         // A sum gone wrong (as a missed delta would leave it) is found and corrected.
         {
             let mut inner = totals.inner.lock().expect("lock");
@@ -656,25 +667,32 @@ mod tests {
                 .get_mut("ns")
                 .and_then(|ns| ns.scopes.get_mut(&scope_key(&scope)))
                 .expect("tracked");
-            entry.change("x", &pod_usage(&pod("x", 9, "1"), &now()), true);
+            entry.change(
+                "x",
+                &pod_usage(&pod("x", 9, "1"), &now(), QuotaGates::default()),
+                true,
+            );
         }
         assert_eq!(
             totals
-                .usage(&Pods, "ns", &scope, &names, &at(), Vec::new)
+                .usage(&Pods::default(), "ns", &scope, &names, &at(), Vec::new)
                 .list["requests.cpu"]
                 .to_string(),
             "1300m"
         );
         // count/pods, pods and cpu and requests.cpu.
-        assert_eq!(totals.verify(&Pods, &in_use, |_| store.clone(), &at()), 4);
+        assert_eq!(
+            totals.verify(&Pods::default(), &in_use, |_| store.clone(), &at()),
+            4
+        );
         assert_eq!(
             totals
-                .usage(&Pods, "ns", &scope, &names, &at(), Vec::new)
+                .usage(&Pods::default(), "ns", &scope, &names, &at(), Vec::new)
                 .list["requests.cpu"]
                 .to_string(),
             "300m"
         );
-        totals.verify(&Pods, &HashMap::new(), |_| store.clone(), &at());
+        totals.verify(&Pods::default(), &HashMap::new(), |_| store.clone(), &at());
         assert!(
             lock(&totals.inner).namespaces.is_empty(),
             "no quota: not tracked"
@@ -693,9 +711,14 @@ mod tests {
         let at = |secs: i64| {
             let t = Time(Timestamp::from_second(1_700_000_000 + secs).expect("valid"));
             totals
-                .usage(&Pods, "ns", &scope, &names, &Snapshot::at(t), || {
-                    store.clone()
-                })
+                .usage(
+                    &Pods::default(),
+                    "ns",
+                    &scope,
+                    &names,
+                    &Snapshot::at(t),
+                    || store.clone(),
+                )
                 .list["pods"]
                 .to_string()
         };

@@ -188,6 +188,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::controllers::resourcequota::evaluator::QuotaGates;
     use crate::controllers::resourcequota::evaluator::pods::pod_usage;
     use crate::controllers::resourcequota::testing::{container, now, pod, strings, want};
 
@@ -205,7 +206,12 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        let got = sum_usage(&pods, &names, |p| pod_usage(p, &now()), |_| true);
+        let got = sum_usage(
+            &pods,
+            &names,
+            |p| pod_usage(p, &now(), QuotaGates::default()),
+            |_| true,
+        );
         let masked = mask_list(&got.list, &names);
         assert_eq!(
             strings(&masked),
@@ -224,7 +230,12 @@ mod tests {
                 .as_deref(),
             Some("2")
         );
-        let nothing = sum_usage(&pods, &names, |p| pod_usage(p, &now()), |_| false);
+        let nothing = sum_usage(
+            &pods,
+            &names,
+            |p| pod_usage(p, &now(), QuotaGates::default()),
+            |_| false,
+        );
         assert_eq!(
             strings(&nothing.list),
             want(&[

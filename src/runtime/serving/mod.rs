@@ -38,6 +38,9 @@ pub enum NotReady {
     /// This leader has not started all of its controllers yet.
     #[error("controllers are starting")]
     ControllersStarting,
+    /// Controllers whose API the cluster has not yet said it serves or not (`name (group/version)`).
+    #[error("waiting for API discovery: {}", .0.join(", "))]
+    DiscoveryPending(Vec<String>),
     /// The controllers whose stores are not synced.
     #[error("stores not synced for {}", .0.join(", "))]
     ControllersNotSynced(Vec<&'static str>),

@@ -39,8 +39,10 @@ use super::UsageError;
 use super::scope::QuotaScope;
 use super::totals::Totals;
 use super::usage::Usage;
+use crate::cli::{FeatureGate, FeatureGates};
 use crate::controllers::Context;
 use crate::runtime::controller::ControllerBuilder;
+use crate::runtime::discovery::{self, Answer, Timing};
 use crate::runtime::informer::{Change, Informer, Informers};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::stored::Stored;
@@ -53,6 +55,32 @@ pub const REGISTRY: [Entry; 4] = [
     Entry::of::<PersistentVolumeClaims>(),
     Entry::of::<ResourceClaims>(),
 ];
+
+/// The feature gates that change what the evaluators charge (upstream's evaluators read
+/// the process's gates). The default is v1.36's: both on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaGates {
+    /// PodLevelResources: a pod's `spec.resources` sets its requests, limits and QoS class.
+    pub pod_level_resources: bool,
+    /// DRAExtendedResource: claims also charge `requests.deviceclass.resource.kubernetes.io/
+    /// <class>` and the extended resource their class maps, less what their pod pays.
+    pub dra_extended_resource: bool,
+}
+
+impl QuotaGates {
+    pub fn of(gates: &FeatureGates) -> Self {
+        Self {
+            pod_level_resources: gates.enabled(FeatureGate::PodLevelResources),
+            dra_extended_resource: gates.enabled(FeatureGate::DraExtendedResource),
+        }
+    }
+}
+
+impl Default for QuotaGates {
+    fn default() -> Self {
+        Self::of(&FeatureGates::default())
+    }
+}
 
 /// One type's evaluator: upstream's `quota.Evaluator` for that type, as the controller and
 /// the incremental totals use it.
@@ -69,9 +97,13 @@ pub trait Evaluator: Default + Send + Sync + 'static {
     /// where the cluster does not serve it, the evaluator is not registered.
     const API_VERSION: &'static str = "v1";
 
+    /// The evaluator under `gates` (the default, for evaluators no gate changes).
+    fn with_gates(_gates: QuotaGates) -> Self {
+        Self::default()
+    }
     /// Starts the informers its usage reads besides its objects' (none by default), with the
     /// controller, so that they sync with the rest.
-    fn start_reads(_informers: &Informers) {}
+    fn start_reads(&self, _informers: &Informers) {}
     /// Its context as of `at` (none by default).
     fn context(&self, _at: &Snapshot) -> Self::Context {
         Self::Context::default()
@@ -190,7 +222,7 @@ pub trait Registered: Send + Sync {
 pub struct Entry {
     pub resource: &'static str,
     api_version: &'static str,
-    start: fn(&Informers) -> Arc<dyn Registered>,
+    start: fn(&Informers, QuotaGates) -> Arc<dyn Registered>,
 }
 
 impl Entry {
@@ -204,18 +236,28 @@ impl Entry {
 }
 
 /// The evaluators of the types the cluster serves, in registry order, their informers
-/// started.
-pub async fn start(client: &Client, informers: &Informers) -> Vec<Arc<dyn Registered>> {
+/// started. Whether a group is served is asked until the cluster answers: a failed
+/// discovery is retried, never taken for "not served".
+pub async fn start(
+    client: &Client,
+    informers: &Informers,
+    gates: QuotaGates,
+) -> Vec<Arc<dyn Registered>> {
     let mut started = Vec::new();
     for entry in &REGISTRY {
         // The core group is always served.
-        if entry.api_version == "v1"
-            || client
-                .list_api_group_resources(entry.api_version)
+        let served = match entry.api_version.split_once('/') {
+            None => true,
+            Some((group, version)) => {
+                discovery::answer(entry.api_version, Timing::default(), || {
+                    discovery::probe(client, group, version)
+                })
                 .await
-                .is_ok()
-        {
-            started.push((entry.start)(informers));
+                    == Answer::Served
+            }
+        };
+        if served {
+            started.push((entry.start)(informers, gates));
         }
     }
     started
@@ -246,15 +288,16 @@ pub struct Typed<E: Evaluator> {
 }
 
 impl<E: Evaluator> Typed<E> {
-    fn start(informers: &Informers) -> Arc<dyn Registered> {
-        E::start_reads(informers);
-        Self::over(informers.get::<E::Object>())
+    fn start(informers: &Informers, gates: QuotaGates) -> Arc<dyn Registered> {
+        let evaluator = E::with_gates(gates);
+        evaluator.start_reads(informers);
+        Self::over(evaluator, informers.get::<E::Object>())
     }
 
-    /// The evaluator over `store`, its totals empty.
-    pub(crate) fn over(store: Arc<dyn Objects<E::Object>>) -> Arc<dyn Registered> {
+    /// `evaluator` over `store`, its totals empty.
+    pub(crate) fn over(evaluator: E, store: Arc<dyn Objects<E::Object>>) -> Arc<dyn Registered> {
         Arc::new(Self {
-            evaluator: E::default(),
+            evaluator,
             store,
             totals: Totals::default(),
         })

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::QuotaGates;
 use super::pods::{CPU, HUGEPAGES_PREFIX, MEMORY};
 use crate::controllers::resourcequota::usage::{
     ResourceList, add_into, add_quantity, max_into, object_label, parse_list,
@@ -115,7 +116,9 @@ enum Source {
 }
 
 impl<'p> ParsedPod<'p> {
-    pub(super) fn new(pod: &'p Pod, problems: &mut Vec<String>) -> Self {
+    /// Without PodLevelResources `spec.resources` is not read: neither requests, limits nor
+    /// QoS see it, as upstream's `SkipPodLevelResources` and `ComputePodQOS` then.
+    pub(super) fn new(pod: &'p Pod, gates: QuotaGates, problems: &mut Vec<String>) -> Self {
         let label = object_label(pod, "pod");
         let spec = pod.spec.as_ref();
         let status = pod.status.as_ref();
@@ -142,7 +145,9 @@ impl<'p> ParsedPod<'p> {
         .into_iter()
         .flat_map(|(list, part)| parse_each(list, &at(part), problems, ParsedStatus::parse))
         .collect();
-        let pod_resources = spec.and_then(|s| s.resources.as_deref());
+        let pod_resources = spec
+            .and_then(|s| s.resources.as_deref())
+            .filter(|_| gates.pod_level_resources);
         let (pod_requests, pod_limits) =
             parse_requirements(pod_resources, &at("spec.resources"), problems);
         let resize_infeasible = status
@@ -368,7 +373,7 @@ fn resource_qos(requests: Option<&ResourceList>, limits: Option<&ResourceList>) 
 }
 
 /// `qos.GetPodQOS`: `status.qosClass` when set, computed otherwise.
-pub fn pod_qos_class(pod: &Pod) -> String {
+pub fn pod_qos_class(pod: &Pod, gates: QuotaGates) -> String {
     if let Some(class) = pod
         .status
         .as_ref()
@@ -379,7 +384,9 @@ pub fn pod_qos_class(pod: &Pod) -> String {
     }
     // Parse problems are reported by pod_usage; the QoS answer just skips bad values.
     let mut ignored = Vec::new();
-    ParsedPod::new(pod, &mut ignored).compute_qos().to_string()
+    ParsedPod::new(pod, gates, &mut ignored)
+        .compute_qos()
+        .to_string()
 }
 
 #[cfg(test)]
@@ -394,16 +401,28 @@ mod tests {
         let guaranteed = pod(
             json!({"containers": [container("", json!({"cpu": "1", "memory": "1Gi"}), json!({"cpu": "1", "memory": "1Gi"}))]}),
         );
-        assert_eq!(pod_qos_class(&guaranteed), "Guaranteed");
+        assert_eq!(
+            pod_qos_class(&guaranteed, QuotaGates::default()),
+            "Guaranteed"
+        );
         let mut labelled = guaranteed.clone();
         labelled.status = Some(from(json!({"qosClass": "BestEffort"})));
-        assert_eq!(pod_qos_class(&labelled), "BestEffort");
+        assert_eq!(
+            pod_qos_class(&labelled, QuotaGates::default()),
+            "BestEffort"
+        );
         let burstable =
             pod(json!({"containers": [container("", json!({"cpu": "1"}), json!(null))]}));
-        assert_eq!(pod_qos_class(&burstable), "Burstable");
+        assert_eq!(
+            pod_qos_class(&burstable, QuotaGates::default()),
+            "Burstable"
+        );
         let pod_level = pod(
             json!({"resources": {}, "containers": [container("", json!({"cpu": "1"}), json!(null))]}),
         );
-        assert_eq!(pod_qos_class(&pod_level), "BestEffort");
+        assert_eq!(
+            pod_qos_class(&pod_level, QuotaGates::default()),
+            "BestEffort"
+        );
     }
 }

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::PodAffinityTerm;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::pod_resources::{ParsedPod, QOS_BEST_EFFORT, pod_qos_class};
-use super::{Evaluator, Snapshot};
+use super::{Evaluator, QuotaGates, Snapshot};
 use crate::controllers::resourcequota::names::{
     REQUESTS_PREFIX, is_dra_extended_resource_name, is_extended_resource_name_for_quota,
 };
@@ -42,23 +42,29 @@ const POD_RESOURCES: [&str; 11] = [
 
 /// upstream `podEvaluator`.
 #[derive(Default)]
-pub struct Pods;
+pub struct Pods {
+    gates: QuotaGates,
+}
 
 impl Evaluator for Pods {
     type Object = Pod;
     type Context = ();
     const RESOURCE: &'static str = PODS;
 
+    fn with_gates(gates: QuotaGates) -> Self {
+        Self { gates }
+    }
+
     fn matching(&self, names: &[String], _: &Snapshot) -> Vec<String> {
         pod_matching(names)
     }
 
     fn matches(&self, pod: &Pod, scope: &QuotaScope) -> bool {
-        pod_matches_scope(pod, scope)
+        pod_matches_scope(pod, scope, self.gates)
     }
 
     fn usage(&self, pod: &Pod, at: &Snapshot) -> Usage {
-        pod_usage(pod, &at.now)
+        pod_usage(pod, &at.now, self.gates)
     }
 
     /// Only a pod with a deletionTimestamp can stop counting as time passes.
@@ -132,13 +138,13 @@ pub fn pod_is_terminating(pod: &Pod) -> bool {
 }
 
 /// `PodUsageFunc`: `count/pods` always; the compute usage only while the pod counts.
-pub fn pod_usage(pod: &Pod, now: &Time) -> Usage {
+pub fn pod_usage(pod: &Pod, now: &Time, gates: QuotaGates) -> Usage {
     let mut list = ResourceList::from([(POD_COUNT.to_string(), one())]);
     let mut problems = Vec::new();
     if !pod_counts_for_quota(pod, now) {
         return Usage { list, problems };
     }
-    let parsed = ParsedPod::new(pod, &mut problems);
+    let parsed = ParsedPod::new(pod, gates, &mut problems);
     let requests = parsed.requests(&mut problems);
     let limits = parsed.limits(&mut problems);
     // No overlap with count/pods, so quota.Add is a plain union.
@@ -205,8 +211,12 @@ fn uses_cross_namespace_pod_affinity(pod: &Pod) -> bool {
 
 /// `podMatchesScopeFunc` for one requirement; `Err` when upstream cannot build the
 /// selector it needs.
-fn pod_matches_requirement(pod: &Pod, req: &ScopeRequirement) -> Result<bool, ScopeError> {
-    let best_effort = || pod_qos_class(pod) == QOS_BEST_EFFORT;
+fn pod_matches_requirement(
+    pod: &Pod,
+    req: &ScopeRequirement,
+    gates: QuotaGates,
+) -> Result<bool, ScopeError> {
+    let best_effort = || pod_qos_class(pod, gates) == QOS_BEST_EFFORT;
     Ok(match req.scope_name.as_str() {
         "Terminating" => pod_is_terminating(pod),
         "NotTerminating" => !pod_is_terminating(pod),
@@ -230,8 +240,8 @@ fn pod_matches_requirement(pod: &Pod, req: &ScopeRequirement) -> Result<bool, Sc
 }
 
 /// Whether the pod matches every scope requirement ([`QuotaScope::all_match`]).
-pub fn pod_matches_scope(pod: &Pod, scope: &QuotaScope) -> bool {
-    scope.all_match(|req| pod_matches_requirement(pod, req))
+pub fn pod_matches_scope(pod: &Pod, scope: &QuotaScope, gates: QuotaGates) -> bool {
+    scope.all_match(|req| pod_matches_requirement(pod, req, gates))
 }
 
 #[cfg(test)]
@@ -584,7 +594,7 @@ mod tests {
             ),
         ];
         for (name, pod, expected) in cases {
-            let usage = pod_usage(&pod, &now());
+            let usage = pod_usage(&pod, &now(), QuotaGates::default());
             assert_eq!(strings(&usage.list), want(&expected), "{name}");
             assert!(usage.problems.is_empty(), "{name}: {:?}", usage.problems);
         }
@@ -698,7 +708,7 @@ mod tests {
         ];
         for (name, pod, expected) in cases {
             assert_eq!(
-                strings(&pod_usage(&pod, &now()).list),
+                strings(&pod_usage(&pod, &now(), QuotaGates::default()).list),
                 want(&expected),
                 "{name}"
             );
@@ -710,7 +720,7 @@ mod tests {
         let p = pod(
             json!({"containers": [container("a", json!({"cpu": "abc", "memory": "1Gi"}), json!(null))]}),
         );
-        let usage = pod_usage(&p, &now());
+        let usage = pod_usage(&p, &now(), QuotaGates::default());
         assert_eq!(
             strings(&usage.list),
             want(&[
@@ -824,8 +834,8 @@ mod tests {
             let got = sum_usage(
                 &pods,
                 &[],
-                |p| pod_usage(p, &now()),
-                |p| pod_matches_scope(p, &scope),
+                |p| pod_usage(p, &now(), QuotaGates::default()),
+                |p| pod_matches_scope(p, &scope, QuotaGates::default()),
             );
             assert_eq!(strings(&got.list), want(&expected), "{name}");
         }
@@ -937,7 +947,9 @@ mod tests {
         for (name, p, selectors, expected) in cases {
             let got: Vec<String> = selectors
                 .into_iter()
-                .filter(|s| pod_matches_scope(&p, &scope_of(&[], vec![s.clone()])))
+                .filter(|s| {
+                    pod_matches_scope(&p, &scope_of(&[], vec![s.clone()]), QuotaGates::default())
+                })
                 .map(|s| s.scope_name)
                 .collect();
             assert_eq!(got, expected, "{name}");
@@ -951,8 +963,8 @@ mod tests {
         let check = |sel: ScopedResourceSelectorRequirement| {
             let scope = scope_of(&[], vec![sel]);
             (
-                pod_matches_scope(&with_class, &scope),
-                pod_matches_scope(&without, &scope),
+                pod_matches_scope(&with_class, &scope, QuotaGates::default()),
+                pod_matches_scope(&without, &scope, QuotaGates::default()),
             )
         };
         assert_eq!(
@@ -977,8 +989,12 @@ mod tests {
         );
         // spec.scopes entries are Exists requirements.
         let scopes = parse_scope(&["PriorityClass".to_string()], None);
-        assert!(pod_matches_scope(&with_class, &scopes));
-        assert!(!pod_matches_scope(&without, &scopes));
+        assert!(pod_matches_scope(
+            &with_class,
+            &scopes,
+            QuotaGates::default()
+        ));
+        assert!(!pod_matches_scope(&without, &scopes, QuotaGates::default()));
         // Selectors upstream cannot build match nothing, even for DoesNotExist-like cases.
         assert_eq!(check(selector("PriorityClass", "In", &[])), (false, false));
         assert_eq!(
@@ -1014,8 +1030,8 @@ mod tests {
         let got = sum_usage(
             &pods,
             &["pods".to_string()],
-            |p| pod_usage(p, &now()),
-            |p| pod_matches_scope(p, &scope),
+            |p| pod_usage(p, &now(), QuotaGates::default()),
+            |p| pod_matches_scope(p, &scope, QuotaGates::default()),
         );
         assert_eq!(strings(&got.list), want(&[("pods", "0")]));
     }
@@ -1050,5 +1066,59 @@ mod tests {
                 "requests.deviceclass.resource.kubernetes.io/gpu",
             ]
         );
+    }
+
+    /// PodLevelResources: `spec.resources` sets the pod's requests, limits and QoS class
+    /// when on; when off it is not read at all, as upstream's `SkipPodLevelResources` and
+    /// `ComputePodQOS`.
+    #[test]
+    fn pod_level_resources_gate() {
+        let on = QuotaGates::default();
+        assert!(on.pod_level_resources, "on by default in v1.36");
+        let off = QuotaGates {
+            pod_level_resources: false,
+            ..on
+        };
+        let p = pod(json!({
+            "resources": {"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
+            "containers": [container("", json!({"cpu": "500m"}), json!(null))],
+        }));
+        let usage = |gates| strings(&pod_usage(&p, &now(), gates).list);
+        assert_eq!(
+            usage(on),
+            want(&[
+                ("count/pods", "1"),
+                ("pods", "1"),
+                ("cpu", "2"),
+                ("requests.cpu", "2"),
+                ("limits.cpu", "2"),
+                ("memory", "1Gi"),
+                ("requests.memory", "1Gi"),
+                ("limits.memory", "1Gi"),
+            ])
+        );
+        assert_eq!(
+            usage(off),
+            want(&[
+                ("count/pods", "1"),
+                ("pods", "1"),
+                ("cpu", "500m"),
+                ("requests.cpu", "500m"),
+            ])
+        );
+        // QoS: Guaranteed by its pod-level resources; without them, by its containers.
+        let bare = pod(json!({
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+            "containers": [container("", json!(null), json!(null))],
+        }));
+        let best_effort = scope_of(&["BestEffort"], vec![]);
+        for (gates, expected) in [(on, false), (off, true)] {
+            let evaluator = Pods::with_gates(gates);
+            assert_eq!(
+                evaluator.matches(&bare, &best_effort),
+                expected,
+                "{gates:?}"
+            );
+        }
     }
 }

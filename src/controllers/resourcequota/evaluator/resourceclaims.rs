@@ -10,7 +10,7 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::pods::pod_usage;
-use super::{Evaluator, Snapshot};
+use super::{Evaluator, QuotaGates, Snapshot};
 use crate::controllers::resourcequota::names::{
     DEVICE_CLASS_PREFIX, REQUESTS_DEVICE_CLASS_PREFIX, REQUESTS_PREFIX,
     is_extended_resource_name_for_quota,
@@ -34,8 +34,25 @@ const CLAIMS_PER_CLASS: &str = ".deviceclass.resource.k8s.io/devices";
 const ALLOCATION_RESULTS_MAX_SIZE: i64 = 32;
 
 /// upstream `claimEvaluator`.
-#[derive(Default)]
-pub struct ResourceClaims;
+pub struct ResourceClaims {
+    /// Without DRAExtendedResource upstream starts no DeviceClass informer and no pod
+    /// lister, and a claim charges its count and devices per class only.
+    gates: QuotaGates,
+}
+
+impl Default for ResourceClaims {
+    fn default() -> Self {
+        Self::with_gates(QuotaGates::default())
+    }
+}
+
+impl ResourceClaims {
+    /// The device classes' extended resources: none without DRAExtendedResource (the
+    /// DeviceClass store is not even read then).
+    fn classes<'s>(&self, at: &'s Snapshot) -> Option<&'s ExtendedResourceCache> {
+        self.gates.dra_extended_resource.then(|| at.classes())
+    }
+}
 
 impl Evaluator for ResourceClaims {
     type Object = ResourceClaim;
@@ -43,17 +60,27 @@ impl Evaluator for ResourceClaims {
     const RESOURCE: &'static str = "resourceclaims.resource.k8s.io";
     const API_VERSION: &'static str = "resource.k8s.io/v1";
 
+    fn with_gates(gates: QuotaGates) -> Self {
+        Self { gates }
+    }
+
     /// The device classes, read at every computation ([`Snapshot::classes`]).
-    fn start_reads(informers: &Informers) {
-        informers.get::<DeviceClass>();
+    fn start_reads(&self, informers: &Informers) {
+        if self.gates.dra_extended_resource {
+            informers.get::<DeviceClass>();
+        }
     }
 
     fn context(&self, at: &Snapshot) -> ExtendedResourceCache {
-        at.classes().clone()
+        self.classes(at).cloned().unwrap_or_default()
     }
 
+    /// With no classes, only the claim count and the devices per class match.
     fn matching(&self, names: &[String], at: &Snapshot) -> Vec<String> {
-        claim_matching(names, at.classes())
+        claim_matching(
+            names,
+            self.classes(at).unwrap_or(&ExtendedResourceCache::new()),
+        )
     }
 
     fn matches(&self, _: &ResourceClaim, scope: &QuotaScope) -> bool {
@@ -61,6 +88,15 @@ impl Evaluator for ResourceClaims {
     }
 
     fn usage(&self, claim: &ResourceClaim, at: &Snapshot) -> Usage {
+        let Some(classes) = self.classes(at) else {
+            return claim_usage(
+                claim,
+                &ExtendedResourceCache::new(),
+                self.gates,
+                &NoClaimLookup,
+                &at.now,
+            );
+        };
         // Only a claim made for a pod's extended resources looks up the namespace's pods and
         // claims (the stores' own Arcs, no copies).
         let (pods, claims) = match extended_claim_pod_owner(claim) {
@@ -71,13 +107,13 @@ impl Evaluator for ResourceClaims {
             pods: &pods,
             claims: &claims,
         };
-        claim_usage(claim, at.classes(), &lookup, &at.now)
+        claim_usage(claim, classes, self.gates, &lookup, &at.now)
     }
 
     /// A pod's extended-resource claim is offset by the pod's usage (which can change with
     /// the pod and the clock); any other claim's usage depends on itself and the classes.
     fn volatile(&self, claim: &ResourceClaim) -> bool {
-        extended_claim_pod_owner(claim).is_some()
+        self.gates.dra_extended_resource && extended_claim_pod_owner(claim).is_some()
     }
 
     /// Upstream's update filter has no case for claims: only creations and deletions.
@@ -313,10 +349,12 @@ fn device_count(mode: Option<&str>, count: Option<i64>) -> Quantity {
     Quantity::from_integer(n, Format::DecimalSI)
 }
 
-/// ResourceClaim `Usage` (DRAExtendedResource on).
+/// ResourceClaim `Usage`: the claim count and devices per class, and with
+/// DRAExtendedResource their extended-resource mirrors.
 pub fn claim_usage(
     claim: &ResourceClaim,
     classes: &ExtendedResourceCache,
+    gates: QuotaGates,
     lookup: &dyn ClaimLookup,
     now: &Time,
 ) -> Usage {
@@ -350,12 +388,14 @@ pub fn claim_usage(
         }
         // Any other request kind is unknown to quota.
     }
-    let pod_usage = verified_pod_usage(claim, lookup, now);
-    let pod_list = pod_usage.as_ref().map(|u| &u.list);
-    if let Some(u) = &pod_usage {
-        problems.extend(u.problems.iter().cloned());
+    if gates.dra_extended_resource {
+        let pod_usage = verified_pod_usage(claim, lookup, now, gates);
+        let pod_list = pod_usage.as_ref().map(|u| &u.list);
+        if let Some(u) = &pod_usage {
+            problems.extend(u.problems.iter().cloned());
+        }
+        add_extended_resource_quota(&mut list, classes, pod_list, &mut problems);
     }
-    add_extended_resource_quota(&mut list, classes, pod_list, &mut problems);
     Usage { list, problems }
 }
 
@@ -365,6 +405,7 @@ fn verified_pod_usage(
     claim: &ResourceClaim,
     lookup: &dyn ClaimLookup,
     now: &Time,
+    gates: QuotaGates,
 ) -> Option<Usage> {
     if !is_extended_resource_claim(claim) {
         return None;
@@ -403,7 +444,7 @@ fn verified_pod_usage(
             }
         }
     }
-    Some(pod_usage(pod, now))
+    Some(pod_usage(pod, now, gates))
 }
 
 /// `addExtendedResourceQuota`: mirrors each `<class>.deviceclass.resource.k8s.io/devices`
@@ -767,9 +808,15 @@ mod tests {
                 claims: &arcs(others),
             };
             let got = if mapped {
-                claim_usage(&claim, &classes, &lookup, &now())
+                claim_usage(&claim, &classes, QuotaGates::default(), &lookup, &now())
             } else {
-                claim_usage(&claim, &empty, &NoClaimLookup, &now())
+                claim_usage(
+                    &claim,
+                    &empty,
+                    QuotaGates::default(),
+                    &NoClaimLookup,
+                    &now(),
+                )
             };
             assert_eq!(strings(&got.list), want(&expected), "{name}");
             assert!(got.problems.is_empty(), "{name}: {:?}", got.problems);
@@ -802,16 +849,22 @@ mod tests {
         let verified = resource_claim("foo", Some("pod-implicit"), requests.clone());
         let implicit = "requests.deviceclass.resource.kubernetes.io/gpu";
         assert!(
-            !claim_usage(&verified, &classes, &lookup, &now())
+            !claim_usage(&verified, &classes, QuotaGates::default(), &lookup, &now())
                 .list
                 .contains_key(implicit)
         );
         // The pod names another claim.
         let other_name = resource_claim("bar", Some("pod-implicit"), requests.clone());
         assert!(
-            claim_usage(&other_name, &classes, &lookup, &now())
-                .list
-                .contains_key(implicit)
+            claim_usage(
+                &other_name,
+                &classes,
+                QuotaGates::default(),
+                &lookup,
+                &now()
+            )
+            .list
+            .contains_key(implicit)
         );
         // Wrong owner UID.
         let mut wrong_uid = verified.clone();
@@ -824,7 +877,7 @@ mod tests {
             r.uid = "other".into();
         }
         assert!(
-            claim_usage(&wrong_uid, &classes, &lookup, &now())
+            claim_usage(&wrong_uid, &classes, QuotaGates::default(), &lookup, &now())
                 .list
                 .contains_key(implicit)
         );
@@ -832,7 +885,7 @@ mod tests {
         let mut plain = verified.clone();
         plain.metadata.annotations = None;
         assert!(
-            claim_usage(&plain, &classes, &lookup, &now())
+            claim_usage(&plain, &classes, QuotaGates::default(), &lookup, &now())
                 .list
                 .contains_key(implicit)
         );
@@ -846,7 +899,7 @@ mod tests {
             claims: &[],
         };
         assert!(
-            claim_usage(&verified, &classes, &lookup, &now())
+            claim_usage(&verified, &classes, QuotaGates::default(), &lookup, &now())
                 .list
                 .contains_key(implicit)
         );
@@ -947,5 +1000,58 @@ mod tests {
             c.device_class("deviceclass.resource.kubernetes.io/g2"),
             Some("g2")
         );
+    }
+
+    /// DRAExtendedResource: on, claims also match and charge the implicit and mapped
+    /// extended-resource names; off, only their count and devices per class, and the
+    /// DeviceClass store is not read.
+    #[test]
+    fn dra_extended_resource_gate() {
+        let on = QuotaGates::default();
+        assert!(on.dra_extended_resource, "on by default in v1.36");
+        let off = QuotaGates {
+            dra_extended_resource: false,
+            ..on
+        };
+        let classes = ExtendedResourceCache::from_classes([&device_class(
+            "gpu",
+            Some("example.com/gpu"),
+            None,
+        )]);
+        let names: Vec<String> = [
+            "count/resourceclaims.resource.k8s.io",
+            "gpu.deviceclass.resource.k8s.io/devices",
+            "requests.example.com/gpu",
+            "requests.deviceclass.resource.kubernetes.io/gpu",
+        ]
+        .map(String::from)
+        .to_vec();
+        let claim = resource_claim(
+            "c",
+            None,
+            json!([exactly("req-0", "gpu", "ExactCount", Some(2))]),
+        );
+        let at = Snapshot::with_classes(now(), classes);
+        let with = ResourceClaims::with_gates(on);
+        assert_eq!(with.matching(&names, &at), names);
+        assert_eq!(
+            strings(&with.usage(&claim, &at).list),
+            want(&[
+                ("count/resourceclaims.resource.k8s.io", "1"),
+                ("gpu.deviceclass.resource.k8s.io/devices", "2"),
+                ("requests.deviceclass.resource.kubernetes.io/gpu", "2"),
+                ("requests.example.com/gpu", "2"),
+            ])
+        );
+        let without = ResourceClaims::with_gates(off);
+        assert_eq!(without.matching(&names, &at), names[..2].to_vec());
+        assert_eq!(
+            strings(&without.usage(&claim, &at).list),
+            want(&[
+                ("count/resourceclaims.resource.k8s.io", "1"),
+                ("gpu.deviceclass.resource.k8s.io/devices", "2"),
+            ])
+        );
+        assert_eq!(without.context(&at), ExtendedResourceCache::new());
     }
 }
