@@ -227,7 +227,9 @@ pub async fn run_with_config(
     let mut initial = Progress::default();
     for entry in settings.enabled_controllers.iter().map(|c| c.descriptor()) {
         let Some((group, version)) = entry.api else {
-            initial.started.push(launcher.launch(entry, &mut running).await?);
+            initial
+                .started
+                .push(launcher.launch(entry, &mut running).await?);
             continue;
         };
         let api = if group.is_empty() {

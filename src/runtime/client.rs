@@ -19,10 +19,10 @@ use tower::buffer::Buffer;
 use tower::{BoxError, Layer, Service, ServiceExt};
 
 use super::backoff::TokenBucket;
+use super::connection::{self, Reachability};
 use super::credentials::{
     CredentialsError, NAMESPACE, ServiceAccountTokens, TokenCell, TokenPolicy,
 };
-use super::connection::{self, Reachability};
 use super::restclient::{ERROR_CODE, RestClientMetrics};
 use crate::runtime::lock::lock;
 

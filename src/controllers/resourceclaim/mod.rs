@@ -94,14 +94,6 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         ),
         Rule::new(&[""], &["pods/status"], &["update", "patch"]),
         EVENTS,
-        // Changing status.reservedFor or status.allocation: with
-        // DRAResourceClaimGranularStatusAuthorization (beta, on by default since 1.36) the API
-        // server demands the write's verb on this synthetic subresource too.
-        Rule::new(
-            &["resource.k8s.io"],
-            &["resourceclaims/binding"],
-            &["update", "patch"],
-        ),
     ],
     informs: &[
         informs(&[""], &["pods"]),
