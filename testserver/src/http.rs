@@ -184,6 +184,16 @@ fn verb_of(method: &Method, path: &ResourcePath, query: &Query) -> &'static str 
     }
 }
 
+/// The name a list or watch asks for with `fieldSelector=metadata.name=<name>`: the real
+/// server's RequestInfo carries it, so RBAC's `resourceNames` can grant that one object.
+fn selected_name(query: &Query) -> Option<String> {
+    param(query, "fieldSelector")?.split(',').find_map(|term| {
+        let (field, value) = term.split_once("==").or_else(|| term.split_once('='))?;
+        (field.trim() == "metadata.name" && !field.ends_with('!') && !value.is_empty())
+            .then(|| value.trim().to_string())
+    })
+}
+
 /// The field manager the real server derives when none is given: the user agent up to `/`.
 fn default_field_manager(user_agent: &str) -> String {
     let manager = user_agent.split('/').next().unwrap_or_default();
@@ -222,7 +232,11 @@ async fn handle(
             resource: p.resource.clone(),
             subresource: p.subresource.clone().unwrap_or_default(),
             namespace: p.namespace.clone().unwrap_or_default(),
-            name: p.name.clone().unwrap_or_default(),
+            name: p
+                .name
+                .clone()
+                .or_else(|| selected_name(&query))
+                .unwrap_or_default(),
         },
         _ => RequestInfo {
             verb: "discovery".into(),
