@@ -37,6 +37,17 @@ impl Kcm {
     fn log(&self) -> String {
         std::fs::read_to_string(self.log.path()).unwrap_or_default()
     }
+
+    /// Waits for kcm to exit by itself: its exit code and log.
+    async fn exit(self) -> (Option<i32>, String) {
+        tokio::task::spawn_blocking(move || {
+            let mut kcm = self;
+            let status = kcm.child.wait().unwrap();
+            (status.code(), kcm.log())
+        })
+        .await
+        .unwrap()
+    }
 }
 
 impl Drop for Kcm {
@@ -253,6 +264,17 @@ async fn wait_serving(client: &Client, addr: SocketAddr, kcm: &Kcm) {
     assert!(kcm.log().contains("serving /metrics"), "{}", kcm.log());
 }
 
+/// The body of the last SubjectAccessReview kcm sent.
+fn last_access_review(server: &TestServer) -> serde_json::Value {
+    server
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.info.resource == "subjectaccessreviews")
+        .and_then(|r| r.body)
+        .unwrap()
+}
+
 fn reviews_of(server: &TestServer, resource: &str) -> usize {
     server.count(|r: &RequestRecord| r.info.resource == resource && r.info.verb == "create")
 }
@@ -347,13 +369,7 @@ async fn metrics_need_a_token_the_api_server_authenticates_and_authorizes() {
     .await;
     assert_eq!(reviews_of(&server, "subjectaccessreviews"), reviews_before);
     // What the SubjectAccessReview asked.
-    let review = server
-        .requests()
-        .into_iter()
-        .rev()
-        .find(|r| r.info.resource == "subjectaccessreviews")
-        .and_then(|r| r.body)
-        .unwrap();
+    let review = last_access_review(&server);
     assert_eq!(review["spec"]["user"], "prometheus");
     assert_eq!(
         review["spec"]["groups"],
@@ -431,22 +447,9 @@ fn client_identity(
     cn: &str,
     org: &str,
 ) -> (String, Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
-    let mut ca = CertificateParams::default();
-    ca.distinguished_name = rcgen::DistinguishedName::new();
-    ca.distinguished_name
-        .push(DnType::CommonName, "test-client-ca");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_key = KeyPair::generate().unwrap();
-    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
-    let mut leaf = CertificateParams::default();
-    leaf.distinguished_name = rcgen::DistinguishedName::new();
-    leaf.distinguished_name.push(DnType::CommonName, cn);
-    leaf.distinguished_name.push(DnType::OrganizationName, org);
-    leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-    let key = KeyPair::generate().unwrap();
-    let cert = leaf.signed_by(&key, &Issuer::new(ca, ca_key)).unwrap();
-    let key = PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap();
-    (ca_pem, vec![cert.der().clone()], key)
+    let (ca, mut clients) = ca_and_clients(&[cn], org);
+    let (chain, key) = clients.pop().unwrap();
+    (ca, chain, key)
 }
 
 #[tokio::test]
@@ -562,15 +565,9 @@ async fn a_missing_certificate_file_fails_at_start() {
             "--tls-private-key-file=/nonexistent/tls.key",
         ],
     );
-    let status = tokio::task::spawn_blocking(move || {
-        let mut kcm = kcm;
-        let status = kcm.child.wait().unwrap();
-        (status, kcm.log())
-    })
-    .await
-    .unwrap();
-    assert_eq!(status.0.code(), Some(1), "{}", status.1);
-    assert!(status.1.contains("/nonexistent/tls.crt"), "{}", status.1);
+    let (code, log) = kcm.exit().await;
+    assert_eq!(code, Some(1), "{log}");
+    assert!(log.contains("/nonexistent/tls.crt"), "{log}");
 }
 
 /// Plain HTTP only where asked for: `--port` alone serves no HTTPS.
@@ -629,14 +626,7 @@ fn arg(flag: &str, path: &std::path::Path) -> String {
 
 /// kcm's exit code and log when it refuses to start.
 async fn refused(server: &TestServer, extra: &[&str]) -> (Option<i32>, String) {
-    let (kcm, _) = start_secure(server, extra);
-    tokio::task::spawn_blocking(move || {
-        let mut kcm = kcm;
-        let status = kcm.child.wait().unwrap();
-        (status.code(), kcm.log())
-    })
-    .await
-    .unwrap()
+    start_secure(server, extra).0.exit().await
 }
 
 #[tokio::test]
@@ -886,9 +876,10 @@ async fn a_rotated_certificate_is_served_without_restart_and_a_broken_one_is_not
     assert_eq!(admin.served_cn(), "second");
 }
 
-/// A CA (PEM) and a client certificate it signs for each of `cns`.
+/// A CA (PEM) and a client certificate it signs for each of `cns`, in organization `org`.
 fn ca_and_clients(
     cns: &[&str],
+    org: &str,
 ) -> (
     String,
     Vec<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
@@ -907,6 +898,7 @@ fn ca_and_clients(
             let mut leaf = CertificateParams::default();
             leaf.distinguished_name = rcgen::DistinguishedName::new();
             leaf.distinguished_name.push(DnType::CommonName, *cn);
+            leaf.distinguished_name.push(DnType::OrganizationName, org);
             leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
             let key = KeyPair::generate().unwrap();
             let cert = leaf.signed_by(&key, &issuer).unwrap();
@@ -922,7 +914,8 @@ async fn front_proxy_headers_authenticate_only_from_an_allowed_front_proxy_certi
     let server = TestServer::start().await;
     server.reviews().allow("proxied-group", "get", "/metrics");
     server.reviews().allow("mallory", "get", "/metrics");
-    let (proxy_ca, mut proxies) = ca_and_clients(&["front-proxy-client", "not-allowed"]);
+    let (proxy_ca, mut proxies) =
+        ca_and_clients(&["front-proxy-client", "not-allowed"], "front-proxies");
     let (stranger_chain, stranger_key) = proxies.pop().unwrap();
     let (proxy_chain, proxy_key) = proxies.pop().unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -953,13 +946,7 @@ async fn front_proxy_headers_authenticate_only_from_an_allowed_front_proxy_certi
     let proxy = Client::insecure(Some((proxy_chain, proxy_key)));
     let (status, _) = proxy.get_with(addr, "/metrics", headers).await.unwrap();
     assert_eq!(status, 200);
-    let review = server
-        .requests()
-        .into_iter()
-        .rev()
-        .find(|r| r.info.resource == "subjectaccessreviews")
-        .and_then(|r| r.body)
-        .unwrap();
+    let review = last_access_review(&server);
     assert_eq!(review["spec"]["user"], "mallory");
     assert_eq!(review["spec"]["uid"], "u-7");
     assert_eq!(
@@ -987,7 +974,7 @@ async fn front_proxy_headers_authenticate_only_from_an_allowed_front_proxy_certi
 async fn front_proxy_settings_and_client_ca_follow_the_configmap() {
     let server = TestServer::start().await;
     server.reviews().allow("carol", "get", "/metrics");
-    let (proxy_ca, mut proxies) = ca_and_clients(&["aggregator"]);
+    let (proxy_ca, mut proxies) = ca_and_clients(&["aggregator"], "front-proxies");
     let (proxy_chain, proxy_key) = proxies.pop().unwrap();
     let configmap = |data: serde_json::Value| {
         serde_json::json!({
@@ -1076,13 +1063,7 @@ async fn a_failed_lookup_stops_the_start_unless_tolerated() {
         format!("--secure-port={port}"),
     ];
     let kcm = Kcm::start(&base);
-    let (code, log) = tokio::task::spawn_blocking(move || {
-        let mut kcm = kcm;
-        let status = kcm.child.wait().unwrap();
-        (status.code(), kcm.log())
-    })
-    .await
-    .unwrap();
+    let (code, log) = kcm.exit().await;
     assert_eq!(code, Some(1), "{log}");
     assert!(
         log.contains("unable to load configmap based request-header-client-ca-file"),
