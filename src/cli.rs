@@ -1461,6 +1461,105 @@ mod tests {
     }
 
     #[test]
+    fn tls_and_front_proxy_flags_resolve() {
+        use serving::options::{CipherSuite, Curve, NamedCertKey, TlsVersion};
+        let secure = |args: &[&str]| settings(args).unwrap().secure_serving.unwrap();
+        let defaults = secure(&[]);
+        assert_eq!(defaults.tls, Default::default());
+        assert_eq!(defaults.request_header, Default::default());
+        assert!(!defaults.tolerate_lookup_failure);
+        let custom = secure(&[
+            "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "--tls-cipher-suites",
+            "TLS_AES_128_GCM_SHA256",
+            "--tls-min-version=VersionTLS13",
+            "--tls-curve-preferences=29,23",
+            "--tls-sni-cert-key=a.crt,a.key:a.example",
+            "--tls-sni-cert-key=b.crt,b.key",
+            "--permit-address-sharing",
+            "--permit-port-sharing=true",
+            "--http2-max-streams-per-connection=1000",
+            "--disable-http2-serving",
+            "--requestheader-client-ca-file=/etc/kcm/front-proxy-ca.crt",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User,X-Other-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            "--requestheader-uid-headers=X-Remote-Uid",
+            "--authentication-tolerate-lookup-failure",
+        ]);
+        assert_eq!(
+            custom.tls.cipher_suites,
+            Some(vec![
+                CipherSuite::EcdheRsaAes128GcmSha256,
+                CipherSuite::Tls13Aes128GcmSha256
+            ])
+        );
+        assert_eq!(custom.tls.min_version, TlsVersion::Tls13);
+        assert_eq!(
+            custom.tls.curve_preferences,
+            Some(vec![Curve::X25519, Curve::P256])
+        );
+        assert_eq!(
+            custom.tls.sni_cert_keys,
+            [
+                NamedCertKey {
+                    cert: "a.crt".into(),
+                    key: "a.key".into(),
+                    names: vec!["a.example".into()],
+                },
+                NamedCertKey {
+                    cert: "b.crt".into(),
+                    key: "b.key".into(),
+                    names: vec![],
+                },
+            ]
+        );
+        assert!(custom.tls.permit_address_sharing && custom.tls.permit_port_sharing);
+        assert_eq!(custom.tls.http2_max_streams(), 1000);
+        assert!(custom.tls.disable_http2);
+        let rh = &custom.request_header;
+        assert_eq!(
+            rh.client_ca_file,
+            Some(PathBuf::from("/etc/kcm/front-proxy-ca.crt"))
+        );
+        assert_eq!(rh.allowed_names, ["front-proxy-client"]);
+        assert_eq!(rh.username_headers, ["X-Remote-User", "X-Other-User"]);
+        assert_eq!(rh.uid_headers, ["X-Remote-Uid"]);
+        assert!(custom.tolerate_lookup_failure);
+        // `--flag=` empties a list, as pflag's string slices.
+        assert!(
+            secure(&["--requestheader-group-headers="])
+                .request_header
+                .group_headers
+                .is_empty()
+        );
+        for (args, message) in [
+            (
+                &["--tls-min-version=VersionTLS11"][..],
+                "--tls-min-version=VersionTLS11: TLS 1.0 and 1.1 are not available in kcm (rustls implements TLS 1.2 and 1.3 only); use VersionTLS12 or VersionTLS13",
+            ),
+            (
+                &["--requestheader-username-headers=X-Remote-User, "][..],
+                "empty value in \"requestheader-username-headers\"",
+            ),
+            (
+                &["--http2-max-streams-per-connection=-1"][..],
+                "--http2-max-streams-per-connection must not be negative, got -1",
+            ),
+        ] {
+            assert_eq!(settings(args).unwrap_err().to_string(), message, "{args:?}");
+        }
+        let sni = parse(&["--tls-sni-cert-key=only.crt"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            sni.contains("expected comma separated certificate and key file paths"),
+            "{sni}"
+        );
+    }
+
+    #[test]
     fn serving_flags_resolve() {
         let secure = |args: &[&str]| settings(args).unwrap().secure_serving;
         // --port alone is development mode: plain HTTP only.

@@ -787,3 +787,24 @@ fn watch_response(
     )
         .into_response())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_field_selector_on_metadata_name_names_the_list_or_watch() {
+        let query =
+            |selector: &str| -> Query { vec![("fieldSelector".to_string(), selector.to_string())] };
+        assert_eq!(
+            selected_name(&query("metadata.name=extension-apiserver-authentication")).as_deref(),
+            Some("extension-apiserver-authentication")
+        );
+        assert_eq!(
+            selected_name(&query("metadata.namespace=a,metadata.name==b")).as_deref(),
+            Some("b")
+        );
+        assert_eq!(selected_name(&query("metadata.name!=b")), None);
+        assert_eq!(selected_name(&Query::default()), None);
+    }
+}

@@ -71,8 +71,6 @@ pub enum ServingError {
     /// Upstream's words, when `--authentication-tolerate-lookup-failure` is false.
     #[error("unable to load configmap based request-header-client-ca-file: {0}")]
     Lookup(#[source] kube::Error),
-    #[error("metrics: {0}")]
-    Metrics(#[from] prometheus::Error),
 }
 
 #[derive(Clone)]
@@ -183,15 +181,12 @@ pub async fn serve_secure(
         client_ca_from_cluster: cluster.is_some() && settings.client_ca_file.is_none(),
         request_header_from_cluster: cluster.is_some() && !request_header_file,
     };
-    let errors = prometheus::IntCounterVec::new(
-        prometheus::Opts::new(
-            "kcm_serving_reload_errors_total",
-            "Certificate, key and CA reloads of the secure port that failed (the previous one stays in use), by file.",
-        ),
-        &["file"],
+    let mut reloader = reload::Reloader::start(
+        sources,
+        settings.tls.clone(),
+        generated,
+        metrics_registry.serving_reload_errors.clone(),
     )?;
-    metrics_registry.register(Box::new(errors.clone()))?;
-    let mut reloader = reload::Reloader::start(sources, settings.tls.clone(), generated, errors)?;
     if let Some(client) = &cluster {
         match lookup_configmap(client).await {
             Ok(data) => {

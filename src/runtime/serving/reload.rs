@@ -82,7 +82,7 @@ impl Reloader {
         let serving = match (&sources.serving, generated) {
             (Some((cert, key)), _) => load_pair(cert, key, &mut seen)?,
             (None, Some(generated)) => generated.certified(Path::new("generated key"))?,
-            (None, None) => unreachable!("a serving certificate is given or generated"),
+            (None, None) => return Err(TlsError::NoCertificate("the secure port".into())),
         };
         let sni = sources
             .sni
@@ -150,7 +150,7 @@ impl Reloader {
         self.errors.with_label_values(&[file]).inc();
     }
 
-    /// `Some(new)` when `label`'s bytes differ from the last attempt; records them.
+    /// Whether `label`'s bytes differ from the last attempt; records them.
     fn changed(&mut self, label: &str, bytes: Vec<u8>) -> bool {
         if self.seen.get(label) == Some(&bytes) {
             return false;
@@ -159,7 +159,8 @@ impl Reloader {
         true
     }
 
-    /// Re-reads a pair: `Ok(Some)` when it changed and loads, `Ok(None)` when unchanged.
+    /// Re-reads a pair: `Some` when it changed and loads; `None` when unchanged or broken
+    /// (reported).
     fn reload_pair(&mut self, cert: &Path, key: &Path) -> Option<Arc<CertifiedKey>> {
         let label = cert.display().to_string();
         let bytes = match (tls::read_file(cert), tls::read_file(key)) {

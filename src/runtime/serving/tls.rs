@@ -399,15 +399,16 @@ impl Snapshot {
             .transpose()?;
         let builder = rustls::ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(versions)?;
-        let verifiers: Vec<Arc<dyn ClientCertVerifier>> = client_ca
+        let mut verifiers = client_ca
             .iter()
             .chain(front_proxy.iter().map(|(v, _)| v))
-            .cloned()
-            .collect();
-        let builder = match verifiers.len() {
-            0 => builder.with_no_client_auth(),
-            1 => builder.with_client_cert_verifier(verifiers[0].clone()),
-            _ => builder.with_client_cert_verifier(Arc::new(AnyOf::new(verifiers))),
+            .cloned();
+        let builder = match (verifiers.next(), verifiers.next()) {
+            (None, _) => builder.with_no_client_auth(),
+            (Some(only), None) => builder.with_client_cert_verifier(only),
+            (Some(first), Some(second)) => {
+                builder.with_client_cert_verifier(Arc::new(AnyOf::new(first, vec![second])))
+            }
         };
         let mut config = builder.with_cert_resolver(Arc::new(SniResolver::new(material)));
         config.alpn_protocols = if options.disable_http2 {
@@ -468,22 +469,26 @@ impl Snapshot {
 /// proxy's), advertising all their CAs.
 #[derive(Debug)]
 struct AnyOf {
-    verifiers: Vec<Arc<dyn ClientCertVerifier>>,
+    first: Arc<dyn ClientCertVerifier>,
+    others: Vec<Arc<dyn ClientCertVerifier>>,
     hints: Vec<DistinguishedName>,
 }
 
 impl AnyOf {
-    fn new(verifiers: Vec<Arc<dyn ClientCertVerifier>>) -> Self {
-        let hints = verifiers
-            .iter()
+    fn new(first: Arc<dyn ClientCertVerifier>, others: Vec<Arc<dyn ClientCertVerifier>>) -> Self {
+        let hints = std::iter::once(&first)
+            .chain(&others)
             .flat_map(|v| v.root_hint_subjects().iter().cloned())
             .collect();
-        Self { verifiers, hints }
+        Self {
+            first,
+            others,
+            hints,
+        }
     }
 
     fn first(&self) -> &Arc<dyn ClientCertVerifier> {
-        // Built with at least two.
-        &self.verifiers[0]
+        &self.first
     }
 }
 
@@ -502,14 +507,16 @@ impl ClientCertVerifier for AnyOf {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        let mut last = None;
-        for verifier in &self.verifiers {
-            match verifier.verify_client_cert(end_entity, intermediates, now) {
-                Ok(verified) => return Ok(verified),
-                Err(err) => last = Some(err),
+        let mut result = self
+            .first
+            .verify_client_cert(end_entity, intermediates, now);
+        for verifier in &self.others {
+            if result.is_ok() {
+                break;
             }
+            result = verifier.verify_client_cert(end_entity, intermediates, now);
         }
-        Err(last.unwrap_or(rustls::Error::NoCertificatesPresented))
+        result
     }
 
     // The signature checks are the provider's, the same in every verifier.
