@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::ConnectInfo;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
@@ -20,6 +20,10 @@ use super::tls::{self, Current};
 
 /// A client that does not finish its handshake in this time is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Upstream's `ReadHeaderTimeout`: an HTTP/1.1 client must send its request head within
+/// this time (a slow-header client cannot hold connections open).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
 
 /// Upstream's HTTP/2 per-stream buffer and largest frame: 256 KiB, enough for 99% of API
 /// request bodies in one frame; the connection's buffer is that times the stream limit.
@@ -122,7 +126,10 @@ async fn connection(
         let connection = builder.serve_connection(io, service);
         until_shutdown(connection, &serve.shutdown, |c| c.graceful_shutdown()).await
     } else {
-        let connection = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .serve_connection(io, service);
         until_shutdown(connection, &serve.shutdown, |c| c.graceful_shutdown()).await
     };
     if let Err(err) = result {
