@@ -1103,3 +1103,52 @@ async fn permit_port_sharing_lets_another_socket_bind_the_port() {
     refused.set_reuse_port(true).unwrap();
     assert!(refused.bind(&addr.into()).is_err());
 }
+
+#[tokio::test]
+async fn a_rotated_client_ca_file_is_trusted_without_restart_and_a_broken_one_is_not() {
+    let server = TestServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("client-ca.crt");
+    let (old_ca, old_chain, old_key) = client_identity("old-admin", "system:masters");
+    std::fs::write(&ca_file, &old_ca).unwrap();
+    let (kcm, addr) = start_secure(
+        &server,
+        &[
+            "--authentication-skip-lookup",
+            &arg("--client-ca-file", &ca_file),
+        ],
+    );
+    let old = Client::insecure(Some((old_chain, old_key)));
+    wait_serving(&old, addr, &kcm).await;
+    assert_eq!(old.status(addr, "/metrics", None).await, Some(200));
+
+    let (new_ca, new_chain, new_key) = client_identity("new-admin", "system:masters");
+    let staged = dir.path().join(".staged");
+    std::fs::write(&staged, &new_ca).unwrap();
+    std::fs::rename(&staged, &ca_file).unwrap();
+    let new = Client::insecure(Some((new_chain, new_key)));
+    eventually("the new client CA is trusted", DEADLINE, || async {
+        new.status(addr, "/metrics", None).await == Some(200)
+    })
+    .await;
+    assert_ne!(old.status(addr, "/metrics", None).await, Some(200));
+
+    std::fs::write(&staged, "not a certificate").unwrap();
+    std::fs::rename(&staged, &ca_file).unwrap();
+    let counted = format!(
+        "kcm_serving_reload_errors_total{{file=\"{}\"}} 1",
+        ca_file.display()
+    );
+    eventually("the broken CA is reported", DEADLINE, || async {
+        new.get(addr, "/metrics", None)
+            .await
+            .is_some_and(|(status, body)| status == 200 && body.contains(&counted))
+    })
+    .await;
+    assert!(
+        kcm.log()
+            .contains(&format!("{} holds no certificate", ca_file.display())),
+        "{}",
+        kcm.log()
+    );
+}

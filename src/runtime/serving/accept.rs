@@ -30,11 +30,13 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
 const HTTP2_STREAM_BUFFER: u32 = 256 * 1024;
 
 /// Binds `addr` as upstream's `CreateListener` does with its socket controls: SO_REUSEADDR
-/// with `--permit-address-sharing`, SO_REUSEPORT with `--permit-port-sharing`.
+/// with `--permit-address-sharing`, SO_REUSEPORT with `--permit-port-sharing`. Go (like
+/// tokio) sets SO_REUSEADDR on every Unix listener anyway, so a restart can bind while old
+/// connections sit in TIME_WAIT; kcm keeps that, and the flag matters elsewhere only.
 pub fn bind(addr: SocketAddr, options: &TlsOptions) -> std::io::Result<TcpListener> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    socket.set_reuse_address(options.permit_address_sharing)?;
+    socket.set_reuse_address(cfg!(unix) || options.permit_address_sharing)?;
     #[cfg(unix)]
     socket.set_reuse_port(options.permit_port_sharing)?;
     #[cfg(not(unix))]
