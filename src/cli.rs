@@ -156,7 +156,7 @@ pub struct Options {
     #[arg(long, value_name = "IDS", value_delimiter = ',')]
     pub tls_curve_preferences: Vec<i32>,
 
-    /// cert,key[:name1,name2]: a certificate served to clients asking for those names (else
+    /// `cert,key[:name1,name2]`: a certificate served to clients asking for those names (else
     /// the certificate's own) by SNI; repeatable
     #[arg(long, value_name = "CERT,KEY[:NAMES]")]
     pub tls_sni_cert_key: Vec<serving::options::NamedCertKey>,
