@@ -14,6 +14,7 @@ use std::time::Duration;
 use clap::{Arg, ArgAction, Parser, ValueEnum};
 
 use crate::controllers::{CONTROLLERS, Descriptor};
+use crate::runtime::serving;
 
 /// --controllers' help, naming each controller and its aliases as its descriptor does.
 fn controllers_help() -> String {
@@ -56,6 +57,10 @@ PodLevelResources (default true), StorageVersionAPI (default false), WatchListCl
              storageversion-garbage-collector controllers",
     mut_arg("leader_elect", go_bool),
     mut_arg("authentication_skip_lookup", go_bool),
+    mut_arg("authentication_tolerate_lookup_failure", go_bool),
+    mut_arg("permit_address_sharing", go_bool),
+    mut_arg("permit_port_sharing", go_bool),
+    mut_arg("disable_http2_serving", go_bool),
     mut_arg("shadow", go_bool),
     mut_arg("use_service_account_credentials", go_bool)
 )]
@@ -141,6 +146,96 @@ pub struct Options {
     #[arg(long, value_name = "PATH")]
     pub tls_private_key_file: Option<PathBuf>,
 
+    /// Cipher suites (Go names), comma-separated; TLS 1.3 suites are always on, as in Go.
+    /// Empty: rustls's defaults. Supported: TLS_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384,
+    /// TLS_CHACHA20_POLY1305_SHA256, TLS_ECDHE_{ECDSA,RSA}_WITH_AES_{128_GCM_SHA256,256_GCM_SHA384},
+    /// TLS_ECDHE_{ECDSA,RSA}_WITH_CHACHA20_POLY1305_SHA256
+    #[arg(long, value_name = "SUITES", value_delimiter = ',')]
+    pub tls_cipher_suites: Vec<String>,
+
+    /// Minimum TLS version: VersionTLS12 (default) or VersionTLS13
+    #[arg(long, value_name = "VERSION", default_value = "")]
+    pub tls_min_version: String,
+
+    /// Key-exchange curves by Go CurveID, comma-separated: 23 (P-256), 24 (P-384), 29 (X25519)
+    #[arg(long, value_name = "IDS", value_delimiter = ',')]
+    pub tls_curve_preferences: Vec<i32>,
+
+    /// `cert,key[:name1,name2]`: a certificate served to clients asking for those names (else
+    /// the certificate's own) by SNI; repeatable
+    #[arg(long, value_name = "CERT,KEY[:NAMES]")]
+    pub tls_sni_cert_key: Vec<serving::options::NamedCertKey>,
+
+    /// SO_REUSEADDR on the secure port's socket
+    // A Go bool flag: `go_bool`, set on the command.
+    #[arg(long, default_value_t = false)]
+    pub permit_address_sharing: bool,
+
+    /// SO_REUSEPORT on the secure port's socket, so several processes can bind it
+    // A Go bool flag: `go_bool`, set on the command.
+    #[arg(long, default_value_t = false)]
+    pub permit_port_sharing: bool,
+
+    /// HTTP/2 streams a client may open on one connection; 0: upstream's default, 100
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        allow_negative_numbers = true
+    )]
+    pub http2_max_streams_per_connection: i64,
+
+    /// Serve HTTP/1.1 only
+    // A Go bool flag: `go_bool`, set on the command.
+    #[arg(long, default_value_t = false)]
+    pub disable_http2_serving: bool,
+
+    /// CA bundle verifying front proxies' client certificates; with it, the headers below name
+    /// the user. Unset: all the requestheader settings come from the cluster's
+    /// extension-apiserver-authentication ConfigMap (unless --authentication-skip-lookup)
+    #[arg(long, value_name = "PATH")]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+
+    /// Front-proxy certificate CNs allowed to name users in headers; empty: any the CA verifies
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub requestheader_allowed_names: Vec<String>,
+
+    /// Headers naming the user (the first non-empty wins)
+    #[arg(
+        long,
+        value_name = "HEADERS",
+        value_delimiter = ',',
+        default_value = "x-remote-user"
+    )]
+    pub requestheader_username_headers: Vec<String>,
+
+    /// Headers naming the user's groups
+    #[arg(
+        long,
+        value_name = "HEADERS",
+        value_delimiter = ',',
+        default_value = "x-remote-group"
+    )]
+    pub requestheader_group_headers: Vec<String>,
+
+    /// Header prefixes whose headers carry the user's extras
+    #[arg(
+        long,
+        value_name = "PREFIXES",
+        value_delimiter = ',',
+        default_value = "x-remote-extra-"
+    )]
+    pub requestheader_extra_headers_prefix: Vec<String>,
+
+    /// Headers naming the user's UID
+    #[arg(long, value_name = "HEADERS", value_delimiter = ',')]
+    pub requestheader_uid_headers: Vec<String>,
+
+    /// Start even when the cluster lookup of the client CA and front-proxy settings fails
+    // A Go bool flag: `go_bool`, set on the command.
+    #[arg(long, default_value_t = false)]
+    pub authentication_tolerate_lookup_failure: bool,
+
     /// Client certificates signed by these CAs authenticate as their CommonName (groups:
     /// Organizations). Without it, the cluster's extension-apiserver-authentication ConfigMap
     /// is read (unless skipped, see below)
@@ -216,6 +311,14 @@ pub struct Options {
     pub verbosity: u8,
 }
 
+/// A pflag string slice given as `--flag=` is empty, not one empty string.
+fn non_empty(values: &[String]) -> Vec<String> {
+    match values {
+        [only] if only.is_empty() => Vec::new(),
+        _ => values.to_vec(),
+    }
+}
+
 /// `--log-format` values.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LogFormat {
@@ -267,6 +370,9 @@ pub struct SecureServing {
     pub authentication_kubeconfig: Option<PathBuf>,
     pub authorization_kubeconfig: Option<PathBuf>,
     pub authentication_skip_lookup: bool,
+    pub tolerate_lookup_failure: bool,
+    pub tls: serving::options::TlsOptions,
+    pub request_header: serving::options::RequestHeaderOptions,
     pub token_cache_ttl: Duration,
     pub authorized_cache_ttl: Duration,
     pub unauthorized_cache_ttl: Duration,
@@ -349,6 +455,12 @@ pub enum CliError {
 
     #[error("--authorization-always-allow-paths: only a trailing * is allowed in {path:?}")]
     AlwaysAllowPathWildcard { path: String },
+
+    #[error(transparent)]
+    Tls(#[from] serving::options::TlsOptionError),
+
+    #[error(transparent)]
+    RequestHeader(#[from] serving::options::BlankRequestHeaderValue),
 }
 
 impl Options {
@@ -437,6 +549,27 @@ impl Options {
         {
             return Err(CliError::AlwaysAllowPathWildcard { path: path.clone() });
         }
+        let tls = serving::options::TlsOptions {
+            cipher_suites: serving::options::parse_cipher_suites(&self.tls_cipher_suites)?,
+            min_version: serving::options::parse_min_version(&self.tls_min_version)?,
+            curve_preferences: serving::options::parse_curves(&self.tls_curve_preferences)?,
+            sni_cert_keys: self.tls_sni_cert_key.clone(),
+            permit_address_sharing: self.permit_address_sharing,
+            permit_port_sharing: self.permit_port_sharing,
+            http2_max_streams_per_connection: serving::options::parse_http2_max_streams(
+                self.http2_max_streams_per_connection,
+            )?,
+            disable_http2: self.disable_http2_serving,
+        };
+        let request_header = serving::options::RequestHeaderOptions {
+            client_ca_file: self.requestheader_client_ca_file.clone(),
+            allowed_names: non_empty(&self.requestheader_allowed_names),
+            username_headers: non_empty(&self.requestheader_username_headers),
+            uid_headers: non_empty(&self.requestheader_uid_headers),
+            group_headers: non_empty(&self.requestheader_group_headers),
+            extra_headers_prefix: non_empty(&self.requestheader_extra_headers_prefix),
+        }
+        .checked()?;
         Ok(Some(SecureServing {
             addr: SocketAddr::new(self.bind_address, port),
             cert_dir: self.cert_dir.clone(),
@@ -445,6 +578,9 @@ impl Options {
             authentication_kubeconfig: self.authentication_kubeconfig.clone(),
             authorization_kubeconfig: self.authorization_kubeconfig.clone(),
             authentication_skip_lookup: self.authentication_skip_lookup,
+            tolerate_lookup_failure: self.authentication_tolerate_lookup_failure,
+            tls,
+            request_header,
             token_cache_ttl: self.authentication_token_webhook_cache_ttl.0,
             authorized_cache_ttl: self.authorization_webhook_cache_authorized_ttl.0,
             unauthorized_cache_ttl: self.authorization_webhook_cache_unauthorized_ttl.0,
@@ -1116,6 +1252,9 @@ mod tests {
                 authentication_kubeconfig: None,
                 authorization_kubeconfig: None,
                 authentication_skip_lookup: false,
+                tolerate_lookup_failure: false,
+                tls: Default::default(),
+                request_header: Default::default(),
                 token_cache_ttl: secs(10),
                 authorized_cache_ttl: secs(10),
                 unauthorized_cache_ttl: secs(10),
@@ -1375,6 +1514,105 @@ mod tests {
         assert!(parse(&["--log-format=xml"]).is_err());
         assert!(parse(&["--resource-quota-sync-period=5"]).is_err());
         assert!(parse(&["--resource-quota-sync-period=-5s"]).is_err());
+    }
+
+    #[test]
+    fn tls_and_front_proxy_flags_resolve() {
+        use serving::options::{CipherSuite, Curve, NamedCertKey, TlsVersion};
+        let secure = |args: &[&str]| settings(args).unwrap().secure_serving.unwrap();
+        let defaults = secure(&[]);
+        assert_eq!(defaults.tls, Default::default());
+        assert_eq!(defaults.request_header, Default::default());
+        assert!(!defaults.tolerate_lookup_failure);
+        let custom = secure(&[
+            "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "--tls-cipher-suites",
+            "TLS_AES_128_GCM_SHA256",
+            "--tls-min-version=VersionTLS13",
+            "--tls-curve-preferences=29,23",
+            "--tls-sni-cert-key=a.crt,a.key:a.example",
+            "--tls-sni-cert-key=b.crt,b.key",
+            "--permit-address-sharing",
+            "--permit-port-sharing=true",
+            "--http2-max-streams-per-connection=1000",
+            "--disable-http2-serving",
+            "--requestheader-client-ca-file=/etc/kcm/front-proxy-ca.crt",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User,X-Other-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            "--requestheader-uid-headers=X-Remote-Uid",
+            "--authentication-tolerate-lookup-failure",
+        ]);
+        assert_eq!(
+            custom.tls.cipher_suites,
+            Some(vec![
+                CipherSuite::EcdheRsaAes128GcmSha256,
+                CipherSuite::Tls13Aes128GcmSha256
+            ])
+        );
+        assert_eq!(custom.tls.min_version, TlsVersion::Tls13);
+        assert_eq!(
+            custom.tls.curve_preferences,
+            Some(vec![Curve::X25519, Curve::P256])
+        );
+        assert_eq!(
+            custom.tls.sni_cert_keys,
+            [
+                NamedCertKey {
+                    cert: "a.crt".into(),
+                    key: "a.key".into(),
+                    names: vec!["a.example".into()],
+                },
+                NamedCertKey {
+                    cert: "b.crt".into(),
+                    key: "b.key".into(),
+                    names: vec![],
+                },
+            ]
+        );
+        assert!(custom.tls.permit_address_sharing && custom.tls.permit_port_sharing);
+        assert_eq!(custom.tls.http2_max_streams(), 1000);
+        assert!(custom.tls.disable_http2);
+        let rh = &custom.request_header;
+        assert_eq!(
+            rh.client_ca_file,
+            Some(PathBuf::from("/etc/kcm/front-proxy-ca.crt"))
+        );
+        assert_eq!(rh.allowed_names, ["front-proxy-client"]);
+        assert_eq!(rh.username_headers, ["X-Remote-User", "X-Other-User"]);
+        assert_eq!(rh.uid_headers, ["X-Remote-Uid"]);
+        assert!(custom.tolerate_lookup_failure);
+        // `--flag=` empties a list, as pflag's string slices.
+        assert!(
+            secure(&["--requestheader-group-headers="])
+                .request_header
+                .group_headers
+                .is_empty()
+        );
+        for (args, message) in [
+            (
+                &["--tls-min-version=VersionTLS11"][..],
+                "--tls-min-version=VersionTLS11: TLS 1.0 and 1.1 are not available in kcm (rustls implements TLS 1.2 and 1.3 only); use VersionTLS12 or VersionTLS13",
+            ),
+            (
+                &["--requestheader-username-headers=X-Remote-User, "][..],
+                "empty value in \"requestheader-username-headers\"",
+            ),
+            (
+                &["--http2-max-streams-per-connection=-1"][..],
+                "--http2-max-streams-per-connection must not be negative, got -1",
+            ),
+        ] {
+            assert_eq!(settings(args).unwrap_err().to_string(), message, "{args:?}");
+        }
+        let sni = parse(&["--tls-sni-cert-key=only.crt"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            sni.contains("expected comma separated certificate and key file paths"),
+            "{sni}"
+        );
     }
 
     #[test]

@@ -42,6 +42,9 @@ pub struct Metrics {
     pub leader: IntGaugeVec,
     /// Incremental quota usage sums the periodic full recompute found wrong (should stay 0).
     pub quota_usage_drift: IntCounterVec,
+    /// Secure-port certificate, key and CA reloads that failed, by file (the previous one
+    /// stays in use).
+    pub serving_reload_errors: IntCounterVec,
     /// The families controllers registered themselves.
     registered: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
@@ -132,6 +135,13 @@ impl Metrics {
                 "Incremental quota usage sums that differed from the periodic full recompute, by evaluated resource.",
                 &["resource"],
             )?,
+            serving_reload_errors: family(
+                &registry,
+                IntCounterVec::new,
+                "kcm_serving_reload_errors_total",
+                "Certificate, key and CA reloads of the secure port that failed (the previous one stays in use), by file.",
+                &["file"],
+            )?,
             registry,
             registered: Default::default(),
         };
@@ -174,6 +184,7 @@ impl Metrics {
             &self.watch_errors,
             &self.leader,
             &self.quota_usage_drift,
+            &self.serving_reload_errors,
         ]);
         names.extend(lock(&self.registered).iter().cloned());
         names.sort();

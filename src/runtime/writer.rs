@@ -255,6 +255,11 @@ pub fn is_conflict(err: &kube::Error) -> bool {
     api_code(err) == Some(409)
 }
 
+/// client-go's `apierrors.IsForbidden`: the API server answered 403.
+pub fn is_forbidden(err: &kube::Error) -> bool {
+    api_code(err) == Some(403)
+}
+
 fn api_code(err: &kube::Error) -> Option<u16> {
     match err {
         kube::Error::Api(status) => Some(status.code),

@@ -186,6 +186,16 @@ fn verb_of(method: &Method, path: &ResourcePath, query: &Query) -> &'static str 
     }
 }
 
+/// The name a list or watch asks for with `fieldSelector=metadata.name=<name>`: the real
+/// server's RequestInfo carries it, so RBAC's `resourceNames` can grant that one object.
+fn selected_name(query: &Query) -> Option<String> {
+    param(query, "fieldSelector")?.split(',').find_map(|term| {
+        let (field, value) = term.split_once("==").or_else(|| term.split_once('='))?;
+        (field.trim() == "metadata.name" && !field.ends_with('!') && !value.is_empty())
+            .then(|| value.trim().to_string())
+    })
+}
+
 /// The field manager the real server derives when none is given: the user agent up to `/`.
 fn default_field_manager(user_agent: &str) -> String {
     let manager = user_agent.split('/').next().unwrap_or_default();
@@ -224,7 +234,11 @@ async fn handle(
             resource: p.resource.clone(),
             subresource: p.subresource.clone().unwrap_or_default(),
             namespace: p.namespace.clone().unwrap_or_default(),
-            name: p.name.clone().unwrap_or_default(),
+            name: p
+                .name
+                .clone()
+                .or_else(|| selected_name(&query))
+                .unwrap_or_default(),
         },
         _ => RequestInfo {
             verb: "discovery".into(),
@@ -861,4 +875,25 @@ fn watch_response(
         Body::from_stream(stream),
     )
         .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_field_selector_on_metadata_name_names_the_list_or_watch() {
+        let query =
+            |selector: &str| -> Query { vec![("fieldSelector".to_string(), selector.to_string())] };
+        assert_eq!(
+            selected_name(&query("metadata.name=extension-apiserver-authentication")).as_deref(),
+            Some("extension-apiserver-authentication")
+        );
+        assert_eq!(
+            selected_name(&query("metadata.namespace=a,metadata.name==b")).as_deref(),
+            Some("b")
+        );
+        assert_eq!(selected_name(&query("metadata.name!=b")), None);
+        assert_eq!(selected_name(&Query::default()), None);
+    }
 }

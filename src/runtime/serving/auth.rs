@@ -1,7 +1,9 @@
 //! Delegated authentication and authorization for the secure port, as
 //! k8s.io/apiserver's `DelegatingAuthenticationOptions`/`DelegatingAuthorizationOptions`
-//! set up for kube-controller-manager: a verified client certificate names the user, else a
-//! bearer token is checked by a `TokenReview`; the request's non-resource path and verb are
+//! set up for kube-controller-manager, in upstream's order: a front proxy's certificate makes
+//! the request headers name the user (the request-header authenticator), else a certificate
+//! of the client CA names the user, else a bearer token is checked by a `TokenReview`. Headers
+//! from any other client are ignored. The request's non-resource path and verb are
 //! checked by a `SubjectAccessReview`. Both answers are cached for their TTLs. The paths in
 //! `--authorization-always-allow-paths` and the group `system:masters` skip authorization.
 //!
@@ -15,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
@@ -52,6 +54,83 @@ impl User {
         }
         self
     }
+}
+
+/// Which request headers a front proxy names the user in (upstream's `RequestHeaderConfig`),
+/// and which certificate CNs may act as front proxies (empty: any the CA verifies).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HeaderNames {
+    pub username: Vec<String>,
+    pub uid: Vec<String>,
+    pub group: Vec<String>,
+    pub extra_prefix: Vec<String>,
+    pub allowed_names: Vec<String>,
+}
+
+impl HeaderNames {
+    /// Upstream's `requestHeaderAuthRequestHandler`: the first non-empty username header is
+    /// the user (none: not authenticated this way); the first non-empty uid header the uid;
+    /// every non-empty value of the group headers a group; each header starting with an extra
+    /// prefix an extra, keyed by the rest of its name, lowercased and %-unescaped.
+    pub fn user(&self, headers: &HeaderMap) -> Option<User> {
+        let text = |value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()).into_owned();
+        let first = |names: &[String]| {
+            names
+                .iter()
+                .filter_map(|name| headers.get(name.as_str()).map(text))
+                .find(|value| !value.is_empty())
+        };
+        let name = first(&self.username)?;
+        let uid = first(&self.uid).unwrap_or_default();
+        let groups = self
+            .group
+            .iter()
+            .flat_map(|name| headers.get_all(name.as_str()).iter().map(text))
+            .filter(|value| !value.is_empty())
+            .collect();
+        let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for prefix in &self.extra_prefix {
+            let prefix = prefix.to_ascii_lowercase();
+            for (header, value) in headers {
+                if let Some(key) = header.as_str().strip_prefix(prefix.as_str()) {
+                    extra.entry(unescape(key)).or_default().push(text(value));
+                }
+            }
+        }
+        Some(User {
+            name,
+            uid,
+            groups,
+            extra,
+        })
+    }
+}
+
+/// Go's `url.PathUnescape`, keeping the key as it is when it is not valid %-encoding (as
+/// upstream: extras are always recorded).
+fn unescape(key: &str) -> String {
+    let bytes = key.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            match hex {
+                Some(byte) => {
+                    out.push(byte);
+                    i += 3;
+                    continue;
+                }
+                None => return key.to_string(),
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| key.to_string())
 }
 
 /// Answers kept until their own expiry, at most [`CACHE_ENTRIES`] of them (least recently
@@ -166,13 +245,15 @@ impl Guard {
             })
     }
 
+    /// `header_user`: whom the request headers name, when the client is a front proxy.
     async fn authenticate(
         &self,
         peer: &Peer,
+        header_user: Option<User>,
         authorization: Option<&str>,
     ) -> Result<User, AuthError> {
-        if let Some(user) = &peer.certificate_user {
-            return Ok(user.clone().with_authenticated_group());
+        if let Some(user) = header_user.or_else(|| peer.certificate_user.clone()) {
+            return Ok(user.with_authenticated_group());
         }
         let token = authorization
             .and_then(|value| {
@@ -271,12 +352,13 @@ impl Guard {
         peer: &Peer,
         method: &Method,
         path: &str,
+        header_user: Option<User>,
         authorization: Option<&str>,
     ) -> Result<(), AuthError> {
         if self.always_allowed(path) {
             return Ok(());
         }
-        let user = self.authenticate(peer, authorization).await?;
+        let user = self.authenticate(peer, header_user, authorization).await?;
         self.authorize(&user, verb(method), path).await
     }
 }
@@ -338,8 +420,13 @@ pub async fn guard(
         .and_then(|v| v.to_str().ok())
         .map(String::from);
     let method = request.method().clone();
+    // Only a front proxy's headers count; anyone else's are ignored.
+    let header_user = peer
+        .front_proxy
+        .as_ref()
+        .and_then(|names| names.user(request.headers()));
     match guard
-        .check(&peer, &method, &path, authorization.as_deref())
+        .check(&peer, &method, &path, header_user, authorization.as_deref())
         .await
     {
         Ok(()) => next.run(request).await,
@@ -395,13 +482,16 @@ mod tests {
         let anonymous = Peer {
             addr: ([127, 0, 0, 1], 1).into(),
             certificate_user: None,
+            front_proxy: None,
         };
         assert!(matches!(
-            guard.authenticate(&anonymous, None).await,
+            guard.authenticate(&anonymous, None, None).await,
             Err(AuthError::Unauthorized)
         ));
         assert!(matches!(
-            guard.authenticate(&anonymous, Some("Bearer abc")).await,
+            guard
+                .authenticate(&anonymous, None, Some("Bearer abc"))
+                .await,
             Err(AuthError::Unauthorized)
         ));
         let user = |groups: &[&str]| {
@@ -427,5 +517,84 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        map
+    }
+
+    fn upstream_names() -> HeaderNames {
+        HeaderNames {
+            username: vec!["X-Remote-User".into(), "X-Other-User".into()],
+            uid: vec!["X-Remote-Uid".into()],
+            group: vec!["X-Remote-Group".into(), "X-Other-Group".into()],
+            extra_prefix: vec!["X-Remote-Extra-".into()],
+            allowed_names: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn request_headers_name_user_uid_groups_and_extras_as_upstream() {
+        let user = upstream_names()
+            .user(&headers(&[
+                ("x-remote-user", ""),
+                ("x-other-user", "alice"),
+                ("x-remote-uid", "u-1"),
+                ("x-remote-group", "one"),
+                ("x-remote-group", ""),
+                ("x-other-group", "two"),
+                ("x-remote-extra-Scopes", "a"),
+                ("x-remote-extra-scopes", "b"),
+                ("x-remote-extra-example.org%2fkey", "c"),
+                ("x-remote-extra-bad%zz", "d"),
+            ]))
+            .unwrap();
+        assert_eq!(user.name, "alice", "the first non-empty username header");
+        assert_eq!(user.uid, "u-1");
+        assert_eq!(user.groups, ["one", "two"]);
+        assert_eq!(
+            user.extra,
+            BTreeMap::from([
+                ("bad%zz".to_string(), vec!["d".to_string()]),
+                ("example.org/key".to_string(), vec!["c".to_string()]),
+                ("scopes".to_string(), vec!["a".to_string(), "b".to_string()]),
+            ])
+        );
+        assert_eq!(
+            upstream_names().user(&headers(&[("x-remote-group", "g")])),
+            None,
+            "no username: not authenticated by headers"
+        );
+    }
+
+    #[tokio::test]
+    async fn header_users_come_before_certificates_and_tokens() {
+        let guard = guard(&[]);
+        let peer = Peer {
+            addr: ([127, 0, 0, 1], 1).into(),
+            certificate_user: Some(User {
+                name: "cert".into(),
+                uid: String::new(),
+                groups: vec![],
+                extra: BTreeMap::new(),
+            }),
+            front_proxy: None,
+        };
+        let header_user = upstream_names().user(&headers(&[("x-remote-user", "proxied")]));
+        let user = guard
+            .authenticate(&peer, header_user, Some("Bearer t"))
+            .await
+            .unwrap();
+        assert_eq!(user.name, "proxied");
+        assert_eq!(user.groups, [AUTHENTICATED]);
+        let user = guard.authenticate(&peer, None, None).await.unwrap();
+        assert_eq!(user.name, "cert");
     }
 }

@@ -1,12 +1,20 @@
 //! kcm's listeners: `/metrics`, `/healthz`, `/livez`, `/readyz`.
 //!
 //! The secure port (`--secure-port`, 10257) serves them over TLS behind delegated
-//! authentication and authorization ([`auth`]), as kube-controller-manager does. The plain
-//! port (`--port`) serves them without TLS or authentication, for local development only.
+//! authentication and authorization ([`auth`]), as kube-controller-manager does: the TLS
+//! settings of the `--tls-*` flags and SNI certificates ([`options`], [`tls`]), HTTP/1.1 or
+//! HTTP/2 by ALPN (`accept`), front-proxy (request-header) authentication, and certificates
+//! and CAs reloaded as files and the `extension-apiserver-authentication` ConfigMap change
+//! ([`reload`]). The plain port (`--port`) serves them without TLS or authentication, for
+//! local development only.
 
+mod accept;
 pub mod auth;
+pub mod options;
+pub mod reload;
 pub mod tls;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,7 +31,8 @@ use tokio_util::sync::CancellationToken;
 use super::metrics::Metrics;
 use crate::cli::SecureServing;
 
-/// Where the API server publishes the client CA for delegated authentication.
+/// Where the API server publishes the client CA and the front-proxy settings for delegated
+/// authentication.
 const AUTHENTICATION_CONFIGMAP: (&str, &str) =
     ("kube-system", "extension-apiserver-authentication");
 
@@ -66,6 +75,9 @@ pub enum ServingError {
         path: PathBuf,
         source: kube::Error,
     },
+    /// Upstream's words, when `--authentication-tolerate-lookup-failure` is false.
+    #[error("unable to load configmap based request-header-client-ca-file: {0}")]
+    Lookup(#[source] kube::Error),
 }
 
 #[derive(Clone)]
@@ -130,16 +142,22 @@ pub async fn serve_plain(
 }
 
 /// Sets up TLS and delegated authentication/authorization, binds the secure port and serves
-/// until `shutdown`. Fails at startup on a bad address, certificate, client CA or kubeconfig.
+/// until `shutdown`, reloading certificates and CAs as they change. Fails at startup on a bad
+/// address, certificate, CA, kubeconfig, or (unless tolerated) a failed cluster lookup.
 pub async fn serve_secure(
     settings: &SecureServing,
     metrics_registry: Metrics,
     readiness: Readiness,
     shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, ServingError> {
-    let cert = match &settings.cert_key {
-        Some((cert, key)) => tls::ServingCert::from_files(cert, key)?,
-        None => tls::ServingCert::self_signed(settings.addr.ip(), settings.cert_dir.as_deref())?,
+    let (serving, generated) = match &settings.cert_key {
+        Some(pair) => (Some(pair.clone()), None),
+        None => {
+            match tls::ServingCert::self_signed(settings.addr.ip(), settings.cert_dir.as_deref())? {
+                tls::ServingSource::Files(cert, key) => (Some((cert, key)), None),
+                tls::ServingSource::Generated(cert) => (None, Some(cert)),
+            }
+        }
     };
     let token_reviews = delegation_client(
         "--authentication-kubeconfig",
@@ -151,8 +169,49 @@ pub async fn serve_secure(
         settings.authorization_kubeconfig.as_deref(),
     )
     .await?;
-    let client_ca = client_ca(settings, token_reviews.as_ref()).await?;
-    let config = tls::server_config(cert, client_ca)?;
+    let request_header_file = settings.request_header.client_ca_file.is_some();
+    let lookup = !settings.authentication_skip_lookup
+        && (settings.client_ca_file.is_none() || !request_header_file);
+    let cluster = match (&token_reviews, lookup) {
+        (Some(client), true) => Some(client.clone()),
+        (None, true) => {
+            warn_no_lookup_client(settings);
+            None
+        }
+        (_, false) => None,
+    };
+    let sources = reload::Sources {
+        serving,
+        sni: settings.tls.sni_cert_keys.clone(),
+        client_ca_file: settings.client_ca_file.clone(),
+        request_header: request_header_file.then(|| settings.request_header.clone()),
+        client_ca_from_cluster: cluster.is_some() && settings.client_ca_file.is_none(),
+        request_header_from_cluster: cluster.is_some() && !request_header_file,
+    };
+    let mut reloader = reload::Reloader::start(
+        sources,
+        settings.tls.clone(),
+        generated,
+        metrics_registry.serving_reload_errors.clone(),
+    )?;
+    if let Some(client) = &cluster {
+        match lookup_configmap(client).await {
+            Ok(data) => {
+                reloader.apply_configmap(data);
+            }
+            Err(err) if settings.tolerate_lookup_failure => {
+                tracing::warn!(error = %err, "Error looking up in-cluster authentication configuration");
+                tracing::warn!(
+                    "Continuing without authentication configuration. This may treat all requests as anonymous."
+                );
+                tracing::warn!(
+                    "To require authentication configuration lookup to succeed, set --authentication-tolerate-lookup-failure=false"
+                );
+            }
+            Err(err) => return Err(ServingError::Lookup(err)),
+        }
+    }
+    let current = tls::current(reloader.snapshot()?);
     let guard = Arc::new(auth::Guard::new(auth::Delegation {
         token_reviews,
         access_reviews,
@@ -163,22 +222,88 @@ pub async fn serve_secure(
     }));
 
     let addr = settings.addr;
-    let tcp = bind(addr).await?;
-    let listener = tls::TlsListener::new(tcp, config)
+    let listener = accept::bind(addr, &settings.tls)
         .map_err(|source| ServingError::Listen { addr, source })?;
-    let local = axum::serve::Listener::local_addr(&listener)
+    let local = listener
+        .local_addr()
         .map_err(|source| ServingError::Listen { addr, source })?;
-    tracing::info!(address = %local.addr, "serving /metrics, /healthz, /livez, /readyz over HTTPS");
-    let app = router(metrics_registry, readiness)
-        .layer(axum::middleware::from_fn_with_state(guard, auth::guard))
-        .into_make_service_with_connect_info::<tls::Peer>();
-    Ok(tokio::spawn(async move {
-        let serve = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await });
-        if let Err(err) = serve.await {
-            tracing::error!(error = %err, "HTTPS listener failed");
+    tracing::info!(address = %local, http2 = !settings.tls.disable_http2, "serving /metrics, /healthz, /livez, /readyz over HTTPS");
+
+    let (triggers, triggered) = tokio::sync::mpsc::channel(16);
+    let file_events = reload::watch_files(&reloader.files(), triggers.clone());
+    if let Some(client) = cluster {
+        tokio::spawn(reload::watch_configmap(
+            client,
+            triggers.clone(),
+            shutdown.clone(),
+        ));
+    }
+    let reloads = tokio::spawn({
+        let current = current.clone();
+        let shutdown = shutdown.clone();
+        async move {
+            // Both keep reloads coming: file events, and a sender so the channel stays open
+            // for the minute poll when nothing else holds one.
+            let _file_events = file_events;
+            let _sender = triggers;
+            reloader.run(current, triggered, shutdown).await;
         }
+    });
+    let app = router(metrics_registry, readiness)
+        .layer(axum::middleware::from_fn_with_state(guard, auth::guard));
+    let serve = accept::Serve {
+        app,
+        http2_max_streams: settings.tls.http2_max_streams(),
+        shutdown,
+    };
+    Ok(tokio::spawn(async move {
+        accept::run(listener, current, serve).await;
+        reloads.abort();
     }))
+}
+
+/// Upstream's warnings when there is no client to look the ConfigMap up with.
+fn warn_no_lookup_client(settings: &SecureServing) {
+    let (namespace, name) = AUTHENTICATION_CONFIGMAP;
+    if settings.client_ca_file.is_none() {
+        tracing::warn!(
+            "No authentication-kubeconfig provided in order to lookup client-ca-file in configmap/{name} in {namespace}, so client certificate authentication won't work."
+        );
+    }
+    if settings.request_header.client_ca_file.is_none() {
+        tracing::warn!(
+            "No authentication-kubeconfig provided in order to lookup requestheader-client-ca-file in configmap/{name} in {namespace}, so request-header client certificate authentication won't work."
+        );
+    }
+}
+
+/// The ConfigMap's data once, at start (`None`: it does not exist). Upstream's warnings for
+/// a missing ConfigMap, missing keys, and a forbidden read.
+async fn lookup_configmap(
+    client: &kube::Client,
+) -> Result<Option<BTreeMap<String, String>>, kube::Error> {
+    let (namespace, name) = AUTHENTICATION_CONFIGMAP;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let found = api.get_opt(name).await.inspect_err(|err| {
+        if crate::runtime::writer::is_forbidden(err) {
+            tracing::warn!("Unable to get configmap/{name} in {namespace}.  Usually fixed by 'kubectl create rolebinding -n {namespace} ROLEBINDING_NAME --role=extension-apiserver-authentication-reader --serviceaccount=YOUR_NS:YOUR_SA'");
+        }
+    })?;
+    let data = found.map(|cm| cm.data.unwrap_or_default());
+    for (key, what) in [
+        ("client-ca-file", "client certificate authentication"),
+        (
+            "requestheader-client-ca-file",
+            "request-header client certificate authentication",
+        ),
+    ] {
+        if !data.as_ref().is_some_and(|d| d.contains_key(key)) {
+            tracing::warn!(
+                "Cluster doesn't provide {key} in configmap/{name} in {namespace}, so {what} won't work."
+            );
+        }
+    }
+    Ok(data)
 }
 
 /// The client for TokenReviews or SubjectAccessReviews: from the given kubeconfig, else the
@@ -215,55 +340,4 @@ async fn delegation_client(
     let client = kube::Client::try_from(config)
         .map_err(fail(kubeconfig.unwrap_or(Path::new("in-cluster config"))))?;
     Ok(Some(client))
-}
-
-/// `--client-ca-file`, else (unless `--authentication-skip-lookup`) the `client-ca-file` of
-/// ConfigMap `kube-system/extension-apiserver-authentication`, read once at start. A failed
-/// lookup is logged and leaves client certificates unaccepted.
-async fn client_ca(
-    settings: &SecureServing,
-    client: Option<&kube::Client>,
-) -> Result<Option<Vec<rustls::pki_types::CertificateDer<'static>>>, ServingError> {
-    if let Some(path) = &settings.client_ca_file {
-        let pem = std::fs::read(path).map_err(|source| ServingError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        return Ok(Some(tls::parse_ca_bundle(
-            &path.display().to_string(),
-            &pem,
-        )?));
-    }
-    if settings.authentication_skip_lookup {
-        return Ok(None);
-    }
-    let (namespace, name) = AUTHENTICATION_CONFIGMAP;
-    let Some(client) = client else {
-        tracing::warn!(
-            "no --authentication-kubeconfig to look up client-ca-file in configmap/{name} in {namespace}: client certificate authentication is off"
-        );
-        return Ok(None);
-    };
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let pem = match api.get_opt(name).await {
-        Ok(Some(map)) => map.data.and_then(|mut d| d.remove("client-ca-file")),
-        Ok(None) => None,
-        Err(err) => {
-            tracing::warn!(error = %err, "cannot read configmap/{name} in {namespace}: client certificate authentication is off");
-            return Ok(None);
-        }
-    };
-    let Some(pem) = pem else {
-        tracing::warn!(
-            "configmap/{name} in {namespace} has no client-ca-file: client certificate authentication is off"
-        );
-        return Ok(None);
-    };
-    match tls::parse_ca_bundle("client-ca-file", pem.as_bytes()) {
-        Ok(cas) => Ok(Some(cas)),
-        Err(err) => {
-            tracing::warn!(error = %err, "configmap/{name} in {namespace}: client certificate authentication is off");
-            Ok(None)
-        }
-    }
 }
