@@ -2,13 +2,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use futures::future::join_all;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::Settings;
 use crate::controllers::Context;
 use crate::runtime::client::{ClientError, Clients, load_config};
 use crate::runtime::clock::{self, Clock};
@@ -18,12 +16,10 @@ use crate::runtime::lock::lock;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::serving;
 use crate::runtime::startup::Startup;
+use crate::settings::Settings;
 
 /// Every controller kcm runs, with what it needs (API group, RBAC).
 pub use crate::controllers::CONTROLLERS;
-
-/// How long in-flight reconciles may take to finish after SIGTERM.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -78,7 +74,18 @@ async fn api_served(client: &Client, group: &str, version: &str) -> bool {
 /// Runs kcm until SIGTERM/SIGINT (Ok) or until the lease is lost or a controller fails (Err).
 pub async fn run(settings: Settings) -> Result<(), AppError> {
     let identity = default_identity();
-    let config = load_config(settings.kubeconfig.as_deref()).await?;
+    // `--master` overrides the kubeconfig's server; alone, it is the whole configuration
+    // (client-go's BuildConfigFromFlags), not the in-cluster one.
+    let config = match (&settings.kubeconfig, &settings.master) {
+        (None, Some(master)) => kube::Config::new(master.clone()),
+        (_, master) => {
+            let mut config = load_config(settings.kubeconfig.as_deref()).await?;
+            if let Some(master) = master {
+                config.cluster_url = master.clone();
+            }
+            config
+        }
+    };
     run_with_config(
         settings,
         config,
@@ -98,7 +105,19 @@ pub async fn run_with_config(
     clock: Clock,
     stop_signal: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AppError> {
-    let metrics = Metrics::new()?;
+    for note in &settings.notes {
+        tracing::info!("{note}");
+    }
+    for warning in &settings.warnings {
+        tracing::warn!("{warning}");
+    }
+    if !settings.unused_flags.is_empty() {
+        tracing::info!(
+            "accepted, not used by kcm: {}",
+            settings.unused_flags.join(", ")
+        );
+    }
+    let metrics = Metrics::with_disabled(&settings.disabled_metrics)?;
     // One client and bucket per user, as kube-controller-manager: the shared informers, the
     // metadata informers, discovery, leader election, and each controller (below).
     let clients = Clients::new(
@@ -122,7 +141,8 @@ pub async fn run_with_config(
         clients.client("shared-informers")?,
         metrics.clone(),
         controllers_stop.clone(),
-    );
+    )
+    .with_min_resync_period(settings.min_resync_period);
 
     // Standbys are ready (they are healthy, waiting for the lease); a leader is ready once
     // every store it started has synced.
@@ -232,6 +252,11 @@ pub async fn run_with_config(
             run.await
                 .map_err(|e| AppError::Controller(name, e.to_string()))
         }));
+        // `--controller-start-interval`, jittered by up to 100% as upstream's.
+        let interval = settings.controller_start_interval;
+        if !interval.is_zero() {
+            tokio::time::sleep(interval.mul_f64(1.0 + rand::random::<f64>())).await;
+        }
     }
     *lock(&started) = Some(startups);
 
@@ -284,11 +309,14 @@ pub async fn run_with_config(
     controllers_stop.cancel();
     if outcome.is_ok()
         && !idle
-        && tokio::time::timeout(SHUTDOWN_GRACE, &mut wait_controllers)
+        && tokio::time::timeout(settings.controller_shutdown_timeout, &mut wait_controllers)
             .await
             .is_err()
     {
-        tracing::warn!("controllers did not finish within {SHUTDOWN_GRACE:?}; exiting anyway");
+        tracing::warn!(
+            "controllers did not finish within {:?}; exiting anyway",
+            settings.controller_shutdown_timeout
+        );
     }
     leading.store(false, Ordering::SeqCst);
     if outcome.is_ok() {

@@ -2,8 +2,13 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use kcm::cli::{LogFormat, Options};
-use tracing_subscriber::EnvFilter;
+use kcm::cli::Options;
+use kcm::settings::{LogFormat, Settings, verbosity_for};
+use tracing::Level;
+use tracing_subscriber::filter::{EnvFilter, filter_fn};
+use tracing_subscriber::layer::Filter;
+use tracing_subscriber::prelude::*;
+use tracing_subscriber::{Registry, fmt};
 
 // The global allocator, chosen at build time (README "Performance" has the measurements):
 // jemalloc by default (the `jemalloc` feature), mimalloc when the `mimalloc` feature is on,
@@ -16,23 +21,39 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// klog-style verbosity: 0 is info, 2+ adds debug, 4+ adds trace; RUST_LOG overrides.
-fn init_logging(format: LogFormat, verbosity: u8) {
-    let default = match verbosity {
-        0 | 1 => "info",
-        2 | 3 => "debug",
-        _ => "trace",
+/// The level `tracing` logs at for a klog verbosity: 0-1 info, 2-3 debug, 4 and more trace.
+fn level_for(verbosity: u8) -> Level {
+    match verbosity {
+        0 | 1 => Level::INFO,
+        2 | 3 => Level::DEBUG,
+        _ => Level::TRACE,
+    }
+}
+
+/// Logs to stderr in `--logging-format`, at `-v` with `--vmodule`'s per-file levels;
+/// RUST_LOG, when set, replaces both.
+fn init_logging(settings: &Settings) {
+    let filter: Box<dyn Filter<Registry> + Send + Sync> = match EnvFilter::try_from_default_env() {
+        Ok(env) => Box::new(env),
+        Err(_) => {
+            let (verbosity, vmodule) = (settings.verbosity, settings.vmodule.clone());
+            // Decided once per call site: the file of a log statement never changes.
+            Box::new(filter_fn(move |metadata| {
+                *metadata.level() <= level_for(verbosity_for(metadata.file(), verbosity, &vmodule))
+            }))
+        }
     };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     // Colour only on a terminal: log files and collectors get plain text.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let layer = fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    let layer = match settings.log_format {
+        LogFormat::Text => layer.boxed(),
+        LogFormat::Json => layer.json().boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(layer.with_filter(filter))
+        .init();
 }
 
 // One thread: kcm waits on the API server far more than it computes (each controller's
@@ -50,7 +71,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(settings.log_format, settings.verbosity);
+    init_logging(&settings);
     match kcm::app::run(settings).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

@@ -21,7 +21,7 @@ use kube::Api;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
-use crate::cli::SecureServing;
+use crate::settings::SecureServing;
 
 /// Where the API server publishes the client CA for delegated authentication.
 const AUTHENTICATION_CONFIGMAP: (&str, &str) =
