@@ -236,6 +236,7 @@ impl Options {
         unused_flags.extend(self.serving.unused.given());
         unused_flags.extend(controllers.unused.given());
         unused_flags.extend(logs.unused.given());
+        unused_flags.sort();
 
         let sync_period = controllers.resource_quota_sync_period.0;
         Ok(Settings {
