@@ -177,10 +177,24 @@ pub async fn run_with_config(
         }
     });
     if let Some(secure) = &settings.secure_serving {
-        serving::serve_secure(secure, metrics.clone(), readiness.clone(), stop.clone()).await?;
+        serving::serve_secure(
+            secure,
+            metrics.clone(),
+            readiness.clone(),
+            settings.profiling,
+            stop.clone(),
+        )
+        .await?;
     }
     if let Some(addr) = settings.http_listener {
-        serving::serve_plain(addr, metrics.clone(), readiness, stop.clone()).await?;
+        serving::serve_plain(
+            addr,
+            metrics.clone(),
+            readiness,
+            settings.profiling,
+            stop.clone(),
+        )
+        .await?;
     }
 
     let elector = match &settings.leader_election {

@@ -1,10 +1,12 @@
-//! kcm's listeners: `/metrics`, `/healthz`, `/livez`, `/readyz`.
+//! kcm's listeners: `/metrics`, `/healthz`, `/livez`, `/readyz`, and with `--profiling`
+//! `/debug/pprof/` ([`pprof`]).
 //!
 //! The secure port (`--secure-port`, 10257) serves them over TLS behind delegated
 //! authentication and authorization ([`auth`]), as kube-controller-manager does. The plain
 //! port (`--port`) serves them without TLS or authentication, for local development only.
 
 pub mod auth;
+pub mod pprof;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -85,8 +87,13 @@ async fn ready(State(state): State<HttpState>) -> impl IntoResponse {
     }
 }
 
-fn router(metrics_registry: Metrics, readiness: Readiness) -> Router {
-    Router::new()
+fn router(metrics_registry: Metrics, readiness: Readiness, profiling: bool) -> Router {
+    let routes = if profiling {
+        pprof::routes()
+    } else {
+        Router::new()
+    };
+    routes
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
@@ -109,6 +116,7 @@ pub async fn serve_plain(
     addr: SocketAddr,
     metrics_registry: Metrics,
     readiness: Readiness,
+    profiling: bool,
     shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, ServingError> {
     let listener = bind(addr).await?;
@@ -116,7 +124,7 @@ pub async fn serve_plain(
         .local_addr()
         .map_err(|source| ServingError::Listen { addr, source })?;
     tracing::warn!(address = %local, "serving /metrics, /healthz, /livez, /readyz over plain HTTP without authentication (--port); for development only");
-    let app = router(metrics_registry, readiness);
+    let app = router(metrics_registry, readiness, profiling);
     Ok(tokio::spawn(async move {
         let serve = axum::serve(listener, app)
             .with_graceful_shutdown(async move { shutdown.cancelled().await });
@@ -132,6 +140,7 @@ pub async fn serve_secure(
     settings: &SecureServing,
     metrics_registry: Metrics,
     readiness: Readiness,
+    profiling: bool,
     shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, ServingError> {
     let cert = match &settings.cert_key {
@@ -166,7 +175,7 @@ pub async fn serve_secure(
     let local = axum::serve::Listener::local_addr(&listener)
         .map_err(|source| ServingError::Listen { addr, source })?;
     tracing::info!(address = %local.addr, "serving /metrics, /healthz, /livez, /readyz over HTTPS");
-    let app = router(metrics_registry, readiness)
+    let app = router(metrics_registry, readiness, profiling)
         .layer(axum::middleware::from_fn_with_state(guard, auth::guard))
         .into_make_service_with_connect_info::<tls::Peer>();
     Ok(tokio::spawn(async move {
