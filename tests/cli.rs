@@ -507,3 +507,36 @@ async fn master_overrides_the_kubeconfigs_server() {
     );
     ttl_converges(&server, "node-1").await;
 }
+
+/// `--controller-start-interval`: kcm waits between starting two controllers (upstream
+/// jitters the wait by up to 100%), as the start lines' timestamps show.
+#[tokio::test]
+async fn controllers_start_an_interval_apart() {
+    let server = TestServer::start().await;
+    let kcm = Kcm::start(
+        server.kubeconfig_path(),
+        &[
+            "--controllers=ttl,disruption",
+            "--leader-elect=false",
+            "--controller-start-interval=400ms",
+        ],
+    );
+    let starts = || -> Vec<jiff::Timestamp> {
+        kcm.log()
+            .lines()
+            .filter(|line| line.contains("starting controller"))
+            .filter_map(|line| line.split_whitespace().next()?.parse().ok())
+            .collect()
+    };
+    eventually("both controllers start", DEADLINE, || async {
+        starts().len() == 2
+    })
+    .await;
+    let starts = starts();
+    let gap = starts[1].duration_since(starts[0]);
+    assert!(
+        gap >= jiff::SignedDuration::from_millis(400),
+        "{gap:?}\n{}",
+        kcm.log()
+    );
+}

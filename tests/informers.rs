@@ -21,6 +21,15 @@ fn pod(name: &str) -> Pod {
     .unwrap()
 }
 
+/// The process's informers against `server`, never shut down.
+fn informers(server: &TestServer) -> Informers {
+    Informers::new(
+        server.client(),
+        Metrics::new().unwrap(),
+        CancellationToken::new(),
+    )
+}
+
 async fn next_change(
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<Change<PodView>>,
 ) -> Change<PodView> {
@@ -51,11 +60,7 @@ async fn three_readers_share_one_watch_and_see_old_and_new() {
     pods.create(&PostParams::default(), &pod("a"))
         .await
         .unwrap();
-    let informers = Informers::new(
-        server.client(),
-        Metrics::new().unwrap(),
-        CancellationToken::new(),
-    );
+    let informers = informers(&server);
     let mut subscribers: Vec<_> = (0..3)
         .map(|_| informers.get::<PodView>().subscribe())
         .collect();
@@ -111,11 +116,7 @@ async fn deletes_missed_while_disconnected_arrive_after_the_relist() {
     for n in ["a", "b"] {
         pods.create(&PostParams::default(), &pod(n)).await.unwrap();
     }
-    let informers = Informers::new(
-        server.client(),
-        Metrics::new().unwrap(),
-        CancellationToken::new(),
-    );
+    let informers = informers(&server);
     let informer = informers.get::<PodView>();
     let mut rx = informer.subscribe();
     informer.wait_synced().await;
@@ -158,12 +159,8 @@ async fn resync_replays_the_store_as_updates() {
     pods.create(&PostParams::default(), &pod("a"))
         .await
         .unwrap();
-    let informers = Informers::new(
-        server.client(),
-        Metrics::new().unwrap(),
-        CancellationToken::new(),
-    )
-    .with_min_resync_period(std::time::Duration::from_millis(100));
+    let informers =
+        informers(&server).with_min_resync_period(std::time::Duration::from_millis(100));
     let informer = informers.get::<PodView>();
     let mut rx = informer.subscribe();
     informer.wait_synced().await;
