@@ -540,3 +540,47 @@ async fn controllers_start_an_interval_apart() {
         kcm.log()
     );
 }
+
+/// `--logging-format=json` and `--vmodule`: the ttl controller's file logs at debug while the
+/// rest of kcm stays at `-v=0` (info).
+#[tokio::test]
+async fn vmodule_raises_one_files_verbosity_in_json_lines() {
+    let server = TestServer::start().await;
+    let kcm = Kcm::start(
+        server.kubeconfig_path(),
+        &[
+            "--controllers=ttl",
+            "--leader-elect=false",
+            "--logging-format=json",
+            "--vmodule=controllers/ttl/*=2",
+        ],
+    );
+    ttl_converges(&server, "node-1").await;
+    let changed = || {
+        kcm.log()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .any(|line| line["fields"]["message"] == "Changed ttl annotation")
+    };
+    eventually("the ttl controller's debug line", DEADLINE, || async {
+        changed()
+    })
+    .await;
+    let lines: Vec<serde_json::Value> = kcm
+        .log()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .collect();
+    let debug_targets: Vec<&str> = lines
+        .iter()
+        .filter(|line| line["level"] == "DEBUG")
+        .filter_map(|line| line["target"].as_str())
+        .collect();
+    assert!(!debug_targets.is_empty());
+    assert!(
+        debug_targets
+            .iter()
+            .all(|target| target.starts_with("kcm::controllers::ttl")),
+        "{debug_targets:?}"
+    );
+}
