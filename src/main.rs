@@ -64,6 +64,10 @@ fn init_logging(settings: &Settings) {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let options = Options::parse();
+    if let Some(version) = options.version_text() {
+        println!("{version}");
+        return ExitCode::SUCCESS;
+    }
     let settings = match options.validate() {
         Ok(settings) => settings,
         Err(err) => {

@@ -584,3 +584,26 @@ async fn vmodule_raises_one_files_verbosity_in_json_lines() {
         "{debug_targets:?}"
     );
 }
+
+#[test]
+fn version_takes_upstreams_values() {
+    let version = format!("kcm v{}\n", env!("CARGO_PKG_VERSION"));
+    for args in [
+        &["--version"][..],
+        &["--version=true"],
+        &["--version=raw", "--kube-api-qps=0"],
+    ] {
+        let (code, stdout, _) = kcm(args);
+        assert_eq!(code, 0, "{args:?}");
+        assert!(stdout.starts_with(version.trim_end()), "{args:?}: {stdout}");
+    }
+    let (code, _, stderr) = kcm(&["--version=maybe"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("strconv.ParseBool: parsing \"maybe\": invalid syntax"),
+        "{stderr}"
+    );
+    // --version=false is no request: the other flags are checked as usual.
+    let (code, _, stderr) = kcm(&["--version=false", "--kube-api-qps=0"]);
+    assert_eq!(code, 2, "{stderr}");
+}

@@ -85,6 +85,8 @@ pub(crate) fn flag_name(field: &str) -> String {
 #[command(
     name = "kcm",
     version,
+    // `--version` is upstream's: `--version[=true|false|raw]` (see `Options::version`).
+    disable_version_flag = true,
     about = "Kubernetes controller-manager in Rust: a drop-in for kube-controller-manager's \
              resourcequota, resourceclaim, disruption, ttl and \
              storageversion-garbage-collector controllers",
@@ -101,6 +103,49 @@ pub struct Options {
     pub controllers: ControllerFlags,
     #[command(flatten)]
     pub logs_metrics: LogsMetricsFlags,
+
+    /// Print the version and exit (=raw adds what kcm is a drop-in for)
+    #[arg(
+        long,
+        value_name = "true|false|raw",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = version_flag
+    )]
+    pub version: Option<VersionFlag>,
+}
+
+/// component-base's `--version` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VersionFlag {
+    False,
+    True,
+    Raw,
+}
+
+fn version_flag(text: &str) -> Result<VersionFlag, values::ValueError> {
+    if text == "raw" {
+        return Ok(VersionFlag::Raw);
+    }
+    Ok(match parse_go_bool(text)? {
+        true => VersionFlag::True,
+        false => VersionFlag::False,
+    })
+}
+
+impl Options {
+    /// What `--version` asks to print before anything else, if anything.
+    pub fn version_text(&self) -> Option<String> {
+        let version = env!("CARGO_PKG_VERSION");
+        match self.version? {
+            VersionFlag::False => None,
+            VersionFlag::True => Some(format!("kcm v{version}")),
+            VersionFlag::Raw => Some(format!(
+                "kcm v{version}: the flags and feature gates of kube-controller-manager v1.36"
+            )),
+        }
+    }
 }
 
 /// pflag's syntax on every flag: a flag with a value takes the next word as it even when it
