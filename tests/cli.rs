@@ -607,3 +607,41 @@ fn version_takes_upstreams_values() {
     let (code, _, stderr) = kcm(&["--version=false", "--kube-api-qps=0"]);
     assert_eq!(code, 2, "{stderr}");
 }
+
+/// Every gate `--help` of kube-controller-manager v1.36.2 lists (tests/data/upstream-flags.md)
+/// is known with its stage and default: setting each to its default warns about nothing.
+#[test]
+fn every_listed_gate_is_known_with_its_stage_and_default() {
+    use kcm::features::{FeatureGates, GATES, Stage};
+    let listed: Vec<(&str, Stage, bool)> = include_str!("data/upstream-flags.md")
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let stage = match *cells.get(2)? {
+                "ALPHA" => Stage::Alpha,
+                "BETA" => Stage::Beta,
+                _ => return None,
+            };
+            Some((cells[1], stage, cells[3] == "true"))
+        })
+        .collect();
+    assert_eq!(listed.len(), 153);
+    for (name, stage, default) in &listed {
+        let gate = GATES
+            .iter()
+            .find(|gate| gate.name == *name)
+            .unwrap_or_else(|| panic!("{name} unknown"));
+        assert_eq!(
+            (gate.stage, gate.default, gate.locked),
+            (*stage, *default, false),
+            "{name}"
+        );
+    }
+    let all: Vec<String> = listed
+        .iter()
+        .map(|(name, _, default)| format!("kube:{name}={default}"))
+        .collect();
+    let parsed = FeatureGates::parse(&[all.join(",")]).unwrap();
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    assert_eq!(parsed.gates, FeatureGates::default());
+}
