@@ -3,14 +3,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use kube::Client;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::Settings;
 use crate::controllers::{Context, Descriptor};
 use crate::runtime::client::{ClientError, Clients, load_config};
 use crate::runtime::clock::{self, Clock};
@@ -22,12 +20,10 @@ use crate::runtime::lock::lock;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::serving;
 use crate::runtime::startup::Startup;
+use crate::settings::Settings;
 
 /// Every controller kcm runs, with what it needs (API group, RBAC).
 pub use crate::controllers::CONTROLLERS;
-
-/// How long in-flight reconciles may take to finish after SIGTERM.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -68,7 +64,18 @@ async fn termination_signal() {
 /// Runs kcm until SIGTERM/SIGINT (Ok) or until the lease is lost or a controller fails (Err).
 pub async fn run(settings: Settings) -> Result<(), AppError> {
     let identity = default_identity();
-    let config = load_config(settings.kubeconfig.as_deref()).await?;
+    // `--master` overrides the kubeconfig's server; alone, it is the whole configuration
+    // (client-go's BuildConfigFromFlags), not the in-cluster one.
+    let config = match (&settings.kubeconfig, &settings.master) {
+        (None, Some(master)) => kube::Config::new(master.clone()),
+        (_, master) => {
+            let mut config = load_config(settings.kubeconfig.as_deref()).await?;
+            if let Some(master) = master {
+                config.cluster_url = master.clone();
+            }
+            config
+        }
+    };
     run_with_config(
         settings,
         config,
@@ -88,7 +95,19 @@ pub async fn run_with_config(
     clock: Clock,
     stop_signal: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AppError> {
-    let metrics = Metrics::new()?;
+    for note in &settings.notes {
+        tracing::info!("{note}");
+    }
+    for warning in &settings.warnings {
+        tracing::warn!("{warning}");
+    }
+    if !settings.unused_flags.is_empty() {
+        tracing::info!(
+            "accepted, not used by kcm: {}",
+            settings.unused_flags.join(", ")
+        );
+    }
+    let metrics = Metrics::with_disabled(&settings.disabled_metrics)?;
     // One client and bucket per user, as kube-controller-manager: the shared informers, the
     // metadata informers, discovery, leader election, and each controller (below).
     let mut clients = Clients::new(
@@ -119,7 +138,8 @@ pub async fn run_with_config(
         clients.client("shared-informers")?,
         metrics.clone(),
         controllers_stop.clone(),
-    );
+    )
+    .with_min_resync_period(settings.min_resync_period);
 
     // Standbys are ready (they are healthy, waiting for the lease); a leader is ready once
     // every enabled controller has started or been found to lack its API, and every store
@@ -164,10 +184,24 @@ pub async fn run_with_config(
         }
     });
     if let Some(secure) = &settings.secure_serving {
-        serving::serve_secure(secure, metrics.clone(), readiness.clone(), stop.clone()).await?;
+        serving::serve_secure(
+            secure,
+            metrics.clone(),
+            readiness.clone(),
+            settings.profiling,
+            stop.clone(),
+        )
+        .await?;
     }
     if let Some(addr) = settings.http_listener {
-        serving::serve_plain(addr, metrics.clone(), readiness, stop.clone()).await?;
+        serving::serve_plain(
+            addr,
+            metrics.clone(),
+            readiness,
+            settings.profiling,
+            stop.clone(),
+        )
+        .await?;
     }
 
     let elector = match &settings.leader_election {
@@ -332,8 +366,9 @@ pub async fn run_with_config(
     // Stop the controllers and give in-flight reconciles time to finish.
     controllers_stop.cancel();
     let finish = async { while running.join_next().await.is_some() {} };
-    if outcome.is_ok() && tokio::time::timeout(SHUTDOWN_GRACE, finish).await.is_err() {
-        tracing::warn!("controllers did not finish within {SHUTDOWN_GRACE:?}; exiting anyway");
+    let grace = settings.controller_shutdown_timeout;
+    if outcome.is_ok() && tokio::time::timeout(grace, finish).await.is_err() {
+        tracing::warn!("controllers did not finish within {grace:?}; exiting anyway");
     }
     leading.store(false, Ordering::SeqCst);
     if outcome.is_ok() {
@@ -400,6 +435,11 @@ impl Launcher<'_> {
             run.await
                 .map_err(|e| AppError::Controller(name, e.to_string()))
         });
+        // `--controller-start-interval`, jittered by up to 100% as upstream's.
+        let interval = self.settings.controller_start_interval;
+        if !interval.is_zero() {
+            tokio::time::sleep(interval.mul_f64(1.0 + rand::random::<f64>())).await;
+        }
         Ok(startup)
     }
 }

@@ -5,4 +5,6 @@
 pub mod app;
 pub mod cli;
 pub mod controllers;
+pub mod features;
 pub mod runtime;
+pub mod settings;

@@ -2,8 +2,13 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use kcm::cli::{LogFormat, Options};
-use tracing_subscriber::EnvFilter;
+use kcm::cli::Options;
+use kcm::settings::{LogFormat, Settings, verbosity_for};
+use tracing::Level;
+use tracing_subscriber::filter::{EnvFilter, filter_fn};
+use tracing_subscriber::layer::Filter;
+use tracing_subscriber::prelude::*;
+use tracing_subscriber::{Registry, fmt};
 
 // The global allocator, chosen at build time (README "Performance" has the measurements):
 // jemalloc by default (the `jemalloc` feature), mimalloc when the `mimalloc` feature is on,
@@ -16,31 +21,47 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// klog-style verbosity: 0 is info, 2+ adds debug, 4+ adds trace; RUST_LOG overrides.
-fn init_logging(format: LogFormat, verbosity: u8) {
-    let default = match verbosity {
-        0 | 1 => "info",
-        2 | 3 => "debug",
-        _ => "trace",
+/// kube's request logging target, which repeats kcm's own connection-error lines.
+const KUBE_CLIENT_BUILDER: &str = "kube_client::client::builder";
+
+/// The level `tracing` logs at for a klog verbosity: 0-1 info, 2-3 debug, 4 and more trace.
+fn level_for(verbosity: u8) -> Level {
+    match verbosity {
+        0 | 1 => Level::INFO,
+        2 | 3 => Level::DEBUG,
+        _ => Level::TRACE,
+    }
+}
+
+/// Logs to stderr in `--logging-format`, at `-v` with `--vmodule`'s per-file levels;
+/// RUST_LOG, when set, replaces both.
+fn init_logging(settings: &Settings) {
+    let filter: Box<dyn Filter<Registry> + Send + Sync> = match EnvFilter::try_from_default_env() {
+        Ok(env) => Box::new(env),
+        Err(_) => {
+            let (verbosity, vmodule) = (settings.verbosity, settings.vmodule.clone());
+            // Decided once per call site: the file of a log statement never changes.
+            Box::new(filter_fn(move |metadata| {
+                let verbosity = verbosity_for(metadata.file(), verbosity, &vmodule);
+                // kube's client logs every failed request itself (target
+                // `kube_client::client::builder`), a second line for each failure kcm
+                // reports; its HTTP tracing is kept for -v=4 and above.
+                *metadata.level() <= level_for(verbosity)
+                    && (verbosity >= 4 || !metadata.target().starts_with(KUBE_CLIENT_BUILDER))
+            }))
+        }
     };
-    // kube's client logs every failed request itself (target `kube_client::client::builder`,
-    // "failed with error client error (Connect)"), a second line for each failure kcm
-    // reports; its HTTP tracing is kept for -v=4 and above.
-    let default = if verbosity >= 4 {
-        default.to_string()
-    } else {
-        format!("{default},kube_client::client::builder=off")
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     // Colour only on a terminal: log files and collectors get plain text.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let layer = fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    let layer = match settings.log_format {
+        LogFormat::Text => layer.boxed(),
+        LogFormat::Json => layer.json().boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(layer.with_filter(filter))
+        .init();
 }
 
 // One thread: kcm waits on the API server far more than it computes (each controller's
@@ -51,6 +72,10 @@ fn init_logging(format: LogFormat, verbosity: u8) {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let options = Options::parse();
+    if let Some(version) = options.version_text() {
+        println!("{version}");
+        return ExitCode::SUCCESS;
+    }
     let settings = match options.validate() {
         Ok(settings) => settings,
         Err(err) => {
@@ -58,7 +83,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(settings.log_format, settings.verbosity);
+    init_logging(&settings);
     match kcm::app::run(settings).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

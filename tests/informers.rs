@@ -21,6 +21,15 @@ fn pod(name: &str) -> Pod {
     .unwrap()
 }
 
+/// The process's informers against `server`, never shut down.
+fn informers(server: &TestServer) -> Informers {
+    Informers::new(
+        server.client(),
+        Metrics::new().unwrap(),
+        CancellationToken::new(),
+    )
+}
+
 async fn next_change(
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<Change<PodView>>,
 ) -> Change<PodView> {
@@ -51,11 +60,7 @@ async fn three_readers_share_one_watch_and_see_old_and_new() {
     pods.create(&PostParams::default(), &pod("a"))
         .await
         .unwrap();
-    let informers = Informers::new(
-        server.client(),
-        Metrics::new().unwrap(),
-        CancellationToken::new(),
-    );
+    let informers = informers(&server);
     let mut subscribers: Vec<_> = (0..3)
         .map(|_| informers.get::<PodView>().subscribe())
         .collect();
@@ -111,11 +116,7 @@ async fn deletes_missed_while_disconnected_arrive_after_the_relist() {
     for n in ["a", "b"] {
         pods.create(&PostParams::default(), &pod(n)).await.unwrap();
     }
-    let informers = Informers::new(
-        server.client(),
-        Metrics::new().unwrap(),
-        CancellationToken::new(),
-    );
+    let informers = informers(&server);
     let informer = informers.get::<PodView>();
     let mut rx = informer.subscribe();
     informer.wait_synced().await;
@@ -147,4 +148,39 @@ async fn deletes_missed_while_disconnected_arrive_after_the_relist() {
     assert_eq!(after, vec!["added c", "deleted a"]);
     // The relist's changes are sent together, so anything about b would be queued already.
     assert!(rx.try_recv().is_err(), "b unchanged: no event");
+}
+
+/// `--min-resync-period`: every stored object comes again as an update from itself to
+/// itself, at a period in [min, 2 x min).
+#[tokio::test]
+async fn resync_replays_the_store_as_updates() {
+    let server = TestServer::start().await;
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    pods.create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
+    let informers =
+        informers(&server).with_min_resync_period(std::time::Duration::from_millis(100));
+    let informer = informers.get::<PodView>();
+    let mut rx = informer.subscribe();
+    informer.wait_synced().await;
+    assert_eq!(describe(&next_change(&mut rx).await), "added a");
+    assert_eq!(describe(&next_change(&mut rx).await), "synced");
+    let started = std::time::Instant::now();
+    for _ in 0..2 {
+        let change = next_change(&mut rx).await;
+        let Change::Updated { old, new } = &change else {
+            panic!("expected a resync update, got {}", describe(&change))
+        };
+        assert!(
+            std::sync::Arc::ptr_eq(old, new),
+            "the stored object, unchanged"
+        );
+    }
+    assert!(started.elapsed() >= std::time::Duration::from_millis(200));
+    assert_eq!(
+        server.count(|r| r.is("list", "pods", "")),
+        1,
+        "a resync reads the store, not the API server"
+    );
 }

@@ -220,7 +220,8 @@ async fn the_claim_controller_stands_aside_when_podgroup_claims_are_on() {
         server.kubeconfig_path(),
         &[
             "--controllers=ttl,resource-claim-controller",
-            "--feature-gates=DRAWorkloadResourceClaims=true",
+            // DRAWorkloadResourceClaims depends on GenericWorkload, as upstream.
+            "--feature-gates=GenericWorkload=true,DRAWorkloadResourceClaims=true",
             "--leader-elect=false",
         ],
     );

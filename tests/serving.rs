@@ -1153,3 +1153,87 @@ async fn a_rotated_client_ca_file_is_trusted_without_restart_and_a_broken_one_is
         kcm.log()
     );
 }
+
+/// `--profiling` (on by default, as upstream): Go's `/debug/pprof/` paths, each authorized by
+/// a SubjectAccessReview of its path, as `/metrics` is.
+#[tokio::test]
+async fn pprof_is_served_behind_the_same_authorization_as_metrics() {
+    let server = TestServer::start().await;
+    server
+        .reviews()
+        .add_token("allowed-token", "profiler", &["profilers"]);
+    server.reviews().add_token("denied-token", "intruder", &[]);
+    for path in ["/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/profile"] {
+        server.reviews().allow("profilers", "get", path);
+    }
+    let (kcm, addr) = start_secure(&server, &["--authentication-skip-lookup"]);
+    let client = Client::insecure(None);
+    wait_serving(&client, addr, &kcm).await;
+
+    assert_eq!(
+        client.status(addr, "/debug/pprof/heap", None).await,
+        Some(401)
+    );
+    let (status, body) = client
+        .get(addr, "/debug/pprof/heap", Some("denied-token"))
+        .await
+        .unwrap();
+    assert_eq!(status, 403);
+    assert!(
+        body.starts_with("forbidden: User \"intruder\" cannot get path \"/debug/pprof/heap\""),
+        "{body}"
+    );
+
+    let (status, index) = client
+        .get(addr, "/debug/pprof/", Some("allowed-token"))
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        index.contains("profile") && index.contains("heap"),
+        "{index}"
+    );
+    let (status, heap) = client
+        .get(addr, "/debug/pprof/heap", Some("allowed-token"))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{heap}");
+    let allocated: u64 = heap
+        .lines()
+        .find_map(|line| line.strip_prefix("# allocated = "))
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("no allocated bytes in {heap}"));
+    assert!(allocated > 0, "{heap}");
+    let (status, profile) = client
+        .get(
+            addr,
+            "/debug/pprof/profile?seconds=1",
+            Some("allowed-token"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{profile}");
+    assert!(!profile.is_empty(), "a protobuf profile");
+}
+
+#[tokio::test]
+async fn profiling_false_serves_no_pprof() {
+    let server = TestServer::start().await;
+    let kcm = common::Kcm::start(
+        server.kubeconfig_path(),
+        &[
+            "--leader-elect=false",
+            "--controllers=ttl",
+            "--profiling=false",
+        ],
+    );
+    eventually("plain HTTP", DEADLINE, || async {
+        kcm.get("/healthz").await.is_some_and(|(s, _)| s == 200)
+    })
+    .await;
+    assert_eq!(
+        kcm.get("/debug/pprof/heap").await.map(|(s, _)| s),
+        Some(404)
+    );
+    assert_eq!(kcm.get("/metrics").await.map(|(s, _)| s), Some(200));
+}

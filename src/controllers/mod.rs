@@ -1,6 +1,7 @@
 //! The controllers, and what each is given to run: a client, the shared informers, the one
 //! write path, events, queues and the shutdown signal. Controllers never call each other.
 
+mod controller;
 pub mod disruption;
 mod error;
 pub mod resourceclaim;
@@ -14,8 +15,9 @@ use futures::future::BoxFuture;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
+pub use self::controller::Controller;
 pub use self::error::{ControllerError, joined};
-use crate::cli::{Controller, FeatureGate, Settings};
+use crate::features::FeatureGate;
 use crate::runtime::clock::Clock;
 use crate::runtime::controller::ControllerBuilder;
 use crate::runtime::events::EventRecorder;
@@ -25,6 +27,7 @@ use crate::runtime::metrics::Metrics;
 use crate::runtime::rbac::Rule;
 use crate::runtime::startup::Startup;
 use crate::runtime::writer::ApiWriter;
+use crate::settings::Settings;
 
 /// What a controller runs with.
 #[derive(Clone)]

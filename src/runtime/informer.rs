@@ -8,6 +8,7 @@ use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::Api;
@@ -245,6 +246,28 @@ impl<K: Stored> Informer<K> {
         self.failing.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// client-go's resync: every stored object is sent to every subscriber again as an
+    /// update from itself to itself, so handlers re-queue what they own (a level-triggered
+    /// safety net). Skipped before the first list and during a relist, as client-go's
+    /// resync only walks a settled store.
+    pub fn resync(&self) {
+        let mut dispatch = self.lock();
+        if !*self.synced.borrow() || dispatch.relist.is_some() {
+            return;
+        }
+        let objects = self.store.state();
+        dispatch.handlers.retain(|handler| {
+            objects.iter().all(|obj| {
+                handler
+                    .send(Change::Updated {
+                        old: obj.clone(),
+                        new: obj.clone(),
+                    })
+                    .is_ok()
+            })
+        });
+    }
+
     /// Waits for the first complete list.
     pub async fn wait_synced(&self) {
         let mut rx = self.synced.subscribe();
@@ -364,6 +387,8 @@ pub struct Informers {
     started: Arc<Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>>,
     /// Each started informer's resource and first-list flag, for readiness.
     synced: Arc<Mutex<Vec<SyncFlag>>>,
+    /// `--min-resync-period`; zero: no resync.
+    min_resync_period: Duration,
 }
 
 impl Informers {
@@ -374,7 +399,16 @@ impl Informers {
             shutdown,
             started: Arc::default(),
             synced: Arc::default(),
+            min_resync_period: Duration::ZERO,
         }
+    }
+
+    /// Informers started from now on resync (see [`Informer::resync`]) each at its own
+    /// period, drawn once in [min, 2 x min) as kube-controller-manager's informer factory
+    /// does, so they do not all replay at once.
+    pub fn with_min_resync_period(mut self, min: Duration) -> Self {
+        self.min_resync_period = min;
+        self
     }
 
     /// The informer for `K` across all namespaces, started on first use. Every later call
@@ -445,6 +479,25 @@ impl Informers {
                 }
             }
         });
+        if !self.min_resync_period.is_zero() {
+            let period = self.min_resync_period.mul_f64(1.0 + rand::random::<f64>());
+            let weak = Arc::downgrade(&informer);
+            let shutdown = self.shutdown.clone();
+            tokio::spawn(async move {
+                let mut ticks =
+                    tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+                loop {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = ticks.tick() => {}
+                    }
+                    let Some(informer) = weak.upgrade() else {
+                        break;
+                    };
+                    informer.resync();
+                }
+            });
+        }
         informer
     }
 

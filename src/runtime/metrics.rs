@@ -47,6 +47,8 @@ pub struct Metrics {
     pub serving_reload_errors: IntCounterVec,
     /// The families controllers registered themselves.
     registered: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// `--disabled-metrics`: families never exported.
+    disabled: std::sync::Arc<[String]>,
 }
 
 /// A labelled family (`new` is `IntCounterVec::new`, `IntGaugeVec::new`...), registered in
@@ -65,6 +67,12 @@ fn family<V: Collector + Clone + 'static>(
 
 impl Metrics {
     pub fn new() -> prometheus::Result<Self> {
+        Self::with_disabled(&[])
+    }
+
+    /// The registry without the `disabled` families (`--disabled-metrics`, fully qualified
+    /// names): as upstream, they are neither listed nor served; unknown names are ignored.
+    pub fn with_disabled(disabled: &[String]) -> prometheus::Result<Self> {
         let registry = Registry::new();
         let reconcile_duration = HistogramVec::new(
             HistogramOpts::new(
@@ -144,6 +152,7 @@ impl Metrics {
             )?,
             registry,
             registered: Default::default(),
+            disabled: disabled.into(),
         };
         // `process_*` (CPU, memory, file descriptors, threads, start time), as every Go
         // component exports them.
@@ -187,6 +196,7 @@ impl Metrics {
             &self.serving_reload_errors,
         ]);
         names.extend(lock(&self.registered).iter().cloned());
+        names.retain(|name| !self.disabled.contains(name));
         names.sort();
         names
     }
@@ -212,8 +222,48 @@ impl Metrics {
 
     /// The text exposition served on `/metrics`.
     pub fn render(&self) -> String {
+        let mut families = self.registry.gather();
+        families.retain(|family| !self.disabled.iter().any(|name| name == family.name()));
         TextEncoder::new()
-            .encode_to_string(&self.registry.gather())
+            .encode_to_string(&families)
             .unwrap_or_else(|err| format!("# encoding failed: {err}\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disabled_families_are_neither_listed_nor_served() {
+        let disabled = [
+            "kcm_reconcile_total".to_owned(),
+            "no_such_metric".to_owned(),
+        ];
+        let metrics = Metrics::with_disabled(&disabled).unwrap();
+        metrics
+            .reconciles
+            .with_label_values(&["ttl", "success"])
+            .inc();
+        metrics
+            .api_writes
+            .with_label_values(&["ttl", "patch", "nodes", "success"])
+            .inc();
+        let served = metrics.render();
+        assert!(!served.contains("kcm_reconcile_total"), "{served}");
+        assert!(served.contains("kcm_api_writes_total"), "{served}");
+        assert!(
+            !metrics
+                .families()
+                .iter()
+                .any(|name| name == "kcm_reconcile_total")
+        );
+        assert!(
+            Metrics::new()
+                .unwrap()
+                .families()
+                .iter()
+                .any(|name| name == "kcm_reconcile_total")
+        );
     }
 }

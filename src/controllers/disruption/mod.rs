@@ -29,7 +29,7 @@ use kube::ResourceExt;
 pub use self::error::DisruptionError;
 use self::scale::ScaleFinder;
 use super::{Context, ControllerError, Descriptor};
-use crate::cli::Controller;
+use crate::controllers::Controller;
 use crate::runtime::controller::ControllerBuilder;
 use crate::runtime::events::EventRecorder;
 use crate::runtime::informer::{Change, Informer};

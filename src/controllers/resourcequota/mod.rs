@@ -41,7 +41,7 @@ pub use self::error::{QuotaError, UsageError};
 use self::evaluator::object_count::ObjectCount;
 use self::evaluator::{Registered, Replenish};
 use super::{Context, ControllerError, Descriptor};
-use crate::cli::Controller;
+use crate::controllers::Controller;
 use crate::runtime::badinput::BadInput;
 use crate::runtime::counter::CountChange;
 use crate::runtime::informer::{Change, Informer};

@@ -22,7 +22,8 @@ use self::gc::{
     IDENTITY_NAMESPACE, Outcome, collect, entries, has_identity_label, is_identity_lease,
 };
 use super::{Context, ControllerError, Descriptor};
-use crate::cli::{Controller, FeatureGate};
+use crate::controllers::Controller;
+use crate::features::FeatureGate;
 use crate::runtime::informer::{Change, Store};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{READ_VERBS, Rule, informs};

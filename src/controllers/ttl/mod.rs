@@ -14,7 +14,7 @@ use kube::api::{Api, Patch, PatchParams};
 
 use self::boundaries::{Decision, TTL_ANNOTATION, TtlState, annotation_patch, decide};
 use super::{Context, ControllerError, Descriptor};
-use crate::cli::Controller;
+use crate::controllers::Controller;
 use crate::runtime::badinput::BadInput;
 use crate::runtime::informer::{Change, Store};
 use crate::runtime::lock::lock;

@@ -1,4 +1,5 @@
-//! kcm's listeners: `/metrics`, `/healthz`, `/livez`, `/readyz`.
+//! kcm's listeners: `/metrics`, `/healthz`, `/livez`, `/readyz`, and with `--profiling`
+//! `/debug/pprof/` ([`pprof`]).
 //!
 //! The secure port (`--secure-port`, 10257) serves them over TLS behind delegated
 //! authentication and authorization ([`auth`]), as kube-controller-manager does: the TLS
@@ -11,6 +12,7 @@
 mod accept;
 pub mod auth;
 pub mod options;
+pub mod pprof;
 pub mod reload;
 pub mod tls;
 
@@ -29,7 +31,7 @@ use kube::Api;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
-use crate::cli::SecureServing;
+use crate::settings::SecureServing;
 
 /// Where the API server publishes the client CA and the front-proxy settings for delegated
 /// authentication.
@@ -100,8 +102,13 @@ async fn ready(State(state): State<HttpState>) -> impl IntoResponse {
     }
 }
 
-fn router(metrics_registry: Metrics, readiness: Readiness) -> Router {
-    Router::new()
+fn router(metrics_registry: Metrics, readiness: Readiness, profiling: bool) -> Router {
+    let routes = if profiling {
+        pprof::routes()
+    } else {
+        Router::new()
+    };
+    routes
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
@@ -124,6 +131,7 @@ pub async fn serve_plain(
     addr: SocketAddr,
     metrics_registry: Metrics,
     readiness: Readiness,
+    profiling: bool,
     shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, ServingError> {
     let listener = bind(addr).await?;
@@ -131,7 +139,7 @@ pub async fn serve_plain(
         .local_addr()
         .map_err(|source| ServingError::Listen { addr, source })?;
     tracing::warn!(address = %local, "serving /metrics, /healthz, /livez, /readyz over plain HTTP without authentication (--port); for development only");
-    let app = router(metrics_registry, readiness);
+    let app = router(metrics_registry, readiness, profiling);
     Ok(tokio::spawn(async move {
         let serve = axum::serve(listener, app)
             .with_graceful_shutdown(async move { shutdown.cancelled().await });
@@ -148,6 +156,7 @@ pub async fn serve_secure(
     settings: &SecureServing,
     metrics_registry: Metrics,
     readiness: Readiness,
+    profiling: bool,
     shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, ServingError> {
     let (serving, generated) = match &settings.cert_key {
@@ -249,7 +258,7 @@ pub async fn serve_secure(
             reloader.run(current, triggered, shutdown).await;
         }
     });
-    let app = router(metrics_registry, readiness)
+    let app = router(metrics_registry, readiness, profiling)
         .layer(axum::middleware::from_fn_with_state(guard, auth::guard));
     let serve = accept::Serve {
         app,

@@ -1,0 +1,172 @@
+//! `--profiling`: Go's `net/http/pprof` paths, so the usual tools work against kcm as against
+//! kube-controller-manager: `/debug/pprof/profile?seconds=N` (a CPU profile in pprof's
+//! protobuf, for `go tool pprof`), `/debug/pprof/heap` (jemalloc's statistics, as text),
+//! `/debug/pprof/cmdline` and the index. On the secure port they sit behind the same
+//! delegated authorization as `/metrics` (a SubjectAccessReview of the path).
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+/// Go's default length of a CPU profile.
+const DEFAULT_SECONDS: u64 = 30;
+
+/// Samples per second, Go's `runtime.SetCPUProfileRate` default.
+const SAMPLE_HZ: i32 = 100;
+
+const INDEX: &str = "<html><head><title>/debug/pprof/</title></head><body>\n\
+/debug/pprof/<br><br>\n\
+<a href=\"cmdline\">cmdline</a>: the command line<br>\n\
+<a href=\"heap\">heap</a>: the allocator's statistics (jemalloc)<br>\n\
+<a href=\"profile\">profile</a>: a CPU profile (?seconds=N, default 30), pprof protobuf<br>\n\
+</body></html>\n";
+
+/// The profiling routes, to merge into a listener's router.
+pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    Router::new()
+        .route("/debug/pprof", get(index))
+        .route("/debug/pprof/", get(index))
+        .route("/debug/pprof/cmdline", get(cmdline))
+        .route("/debug/pprof/heap", get(heap))
+        .route("/debug/pprof/profile", get(profile))
+}
+
+async fn index() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], INDEX)
+}
+
+/// As Go's: the arguments separated by NUL bytes.
+async fn cmdline() -> impl IntoResponse {
+    let args: Vec<String> = std::env::args().collect();
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        args.join("\0"),
+    )
+}
+
+/// Go's reading of `seconds` in the query: a positive integer, else the default.
+fn profile_length(query: Option<&str>) -> Duration {
+    let seconds = query
+        .into_iter()
+        .flat_map(|query| query.split('&'))
+        .find_map(|pair| pair.strip_prefix("seconds="))
+        .and_then(|text| text.parse::<u64>().ok())
+        .filter(|seconds| *seconds > 0)
+        .unwrap_or(DEFAULT_SECONDS);
+    Duration::from_secs(seconds)
+}
+
+fn failed(status: StatusCode, message: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        message,
+    )
+        .into_response()
+}
+
+async fn profile(uri: Uri) -> Response {
+    let length = profile_length(uri.query());
+    // The profiler samples the whole process by timer signals; this thread only waits.
+    let profiled = tokio::task::spawn_blocking(move || cpu_profile(length)).await;
+    match profiled {
+        Ok(Ok(body)) => (
+            [
+                (header::CONTENT_TYPE, "application/octet-stream"),
+                (
+                    header::CONTENT_DISPOSITION,
+                    "attachment; filename=\"profile\"",
+                ),
+            ],
+            body,
+        )
+            .into_response(),
+        Ok(Err(message)) => failed(StatusCode::INTERNAL_SERVER_ERROR, message),
+        Err(join) => failed(StatusCode::INTERNAL_SERVER_ERROR, join.to_string()),
+    }
+}
+
+fn cpu_profile(length: Duration) -> Result<Vec<u8>, String> {
+    use pprof::protos::Message;
+    let guard = pprof::ProfilerGuardBuilder::default()
+        .frequency(SAMPLE_HZ)
+        .blocklist(&["libc", "libgcc", "pthread", "vdso"])
+        .build()
+        // Go's words when a profile is already being taken.
+        .map_err(|err| format!("Could not enable CPU profiling: {err}"))?;
+    std::thread::sleep(length);
+    let profile = guard
+        .report()
+        .build()
+        .and_then(|report| report.pprof())
+        .map_err(|err| format!("Could not build the CPU profile: {err}"))?;
+    Ok(profile.encode_to_vec())
+}
+
+async fn heap() -> Response {
+    match heap_statistics() {
+        Ok(text) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response(),
+        Err(message) => failed(StatusCode::NOT_IMPLEMENTED, message),
+    }
+}
+
+/// jemalloc's counters (bytes), refreshed first, in the `# name = value` lines of Go's
+/// `?debug=1` heap page.
+#[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
+fn heap_statistics() -> Result<String, String> {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    let failed = |err: tikv_jemalloc_ctl::Error| format!("jemalloc statistics: {err}");
+    epoch::advance().map_err(failed)?;
+    let counters = [
+        ("allocated", stats::allocated::read().map_err(failed)?),
+        ("active", stats::active::read().map_err(failed)?),
+        ("resident", stats::resident::read().map_err(failed)?),
+        ("mapped", stats::mapped::read().map_err(failed)?),
+        ("retained", stats::retained::read().map_err(failed)?),
+        ("metadata", stats::metadata::read().map_err(failed)?),
+    ];
+    let mut text = String::from("heap profile: jemalloc statistics, in bytes\n");
+    for (name, value) in counters {
+        text.push_str(&format!("# {name} = {value}\n"));
+    }
+    Ok(text)
+}
+
+#[cfg(not(all(feature = "jemalloc", not(feature = "mimalloc"))))]
+fn heap_statistics() -> Result<String, String> {
+    Err("heap statistics need kcm built with its default allocator, jemalloc".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_length_reads_seconds_as_go_does() {
+        assert_eq!(profile_length(None), Duration::from_secs(30));
+        assert_eq!(profile_length(Some("seconds=5")), Duration::from_secs(5));
+        assert_eq!(
+            profile_length(Some("debug=1&seconds=2")),
+            Duration::from_secs(2)
+        );
+        for odd in ["seconds=0", "seconds=-1", "seconds=x", "", "second=5"] {
+            assert_eq!(profile_length(Some(odd)), Duration::from_secs(30), "{odd}");
+        }
+    }
+
+    #[test]
+    fn the_cpu_profile_is_pprofs_protobuf() {
+        use pprof::protos::Message;
+        let body = cpu_profile(Duration::from_millis(100)).unwrap();
+        let profile = pprof::protos::Profile::decode(body.as_slice()).unwrap();
+        let types: Vec<&str> = profile
+            .sample_type
+            .iter()
+            .map(|sample| profile.string_table[sample.ty as usize].as_str())
+            .collect();
+        assert_eq!(types, ["samples", "cpu"]);
+    }
+}
