@@ -21,6 +21,7 @@ use crate::resources::ResourceType;
 use crate::store::{
     DeleteOptions, ListOptions, PatchType, Propagation, Store, Subresource, WriteOptions,
 };
+use crate::table::{self, Include};
 
 /// Reported by `/version`: the Kubernetes release the server imitates.
 pub const KUBERNETES_VERSION: (&str, &str) = ("1", "36");
@@ -273,6 +274,7 @@ async fn handle(
                 raw_body: &body,
                 body: parsed_body.as_ref(),
                 body_error: body_error.as_deref(),
+                table: table::requested(accept),
             };
             let resp = match dispatch(&ctx, route, &info) {
                 Ok(resp) => resp,
@@ -366,6 +368,8 @@ struct RequestContext<'a> {
     body: Option<&'a Value>,
     /// Why a body in a known encoding could not be decoded.
     body_error: Option<&'a str>,
+    /// The `meta.k8s.io` Table version `Accept` asks for (`kubectl get`).
+    table: Option<&'static str>,
 }
 
 impl RequestContext<'_> {
@@ -655,12 +659,18 @@ fn resource_request(
         Some(_) => return Err(not_found()),
     };
     let ns_filter = path.namespace.as_deref();
+    // What `kubectl get` prints: the object or list as a Table, when asked for one.
+    let read = |body: &Value| match ctx.table {
+        Some(version) if sub == Subresource::Main => {
+            let include = Include::parse(param(ctx.query, "includeObject"));
+            let now = jiff::Timestamp::now();
+            json_response(200, &table::table(&rt, body, version, include, now))
+        }
+        _ => json_response(200, body),
+    };
     match info.verb.as_str() {
-        "get" => Ok(json_response(200, &*store.get(&rt, &ns, &name)?)),
-        "list" => Ok(json_response(
-            200,
-            &store.list(&rt, ns_filter, &ctx.list_options())?,
-        )),
+        "get" => Ok(read(&*store.get(&rt, &ns, &name)?)),
+        "list" => Ok(read(&store.list(&rt, ns_filter, &ctx.list_options())?)),
         "watch" => watch_response(ctx, &rt, ns_filter),
         "create" if sub == Subresource::Main && path.name.is_none() => {
             let created = store.create(&rt, &ns, ctx.body()?, &ctx.write_options())?;

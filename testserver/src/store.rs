@@ -2,6 +2,7 @@
 //! resourceVersion, an event log for watch resumption, optimistic concurrency, finalizers,
 //! status subresources, and the indexes the owner-reference garbage collector needs.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,6 +14,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use crate::error::ApiError;
+use crate::events::{self, CORE_EVENTS, View};
 use crate::patch::{self, Ownership, PatchError};
 use crate::resources::{ResourceType, ScaleSelector, builtin_types};
 use crate::selector::{FieldSelector, LabelSelector, field_value};
@@ -24,7 +26,7 @@ const GENERATE_NAME_CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 const GENERATE_NAME_SUFFIX_LEN: usize = 5;
 const MAX_NAME_LEN: usize = 253;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventType {
     Added,
     Modified,
@@ -112,6 +114,8 @@ struct Watcher {
     bookmarks: bool,
     /// Injected delivery latency.
     delay: Option<Duration>,
+    /// The API the watch was opened through: its objects are converted before matching.
+    view: Option<View>,
     tx: mpsc::UnboundedSender<Frame>,
 }
 
@@ -125,6 +129,34 @@ impl Watcher {
                 last,
             })
             .is_ok()
+    }
+}
+
+/// An object as the API it is read through shows it.
+fn shown(view: Option<View>, obj: &Value) -> Cow<'_, Value> {
+    match view {
+        Some(view) => Cow::Owned(view.show(obj)),
+        None => Cow::Borrowed(obj),
+    }
+}
+
+fn shown_arc(view: Option<View>, obj: Arc<Value>) -> Arc<Value> {
+    match view {
+        Some(view) => Arc::new(view.show(&obj)),
+        None => obj,
+    }
+}
+
+/// What a filtered watch sees of a change, as the watch cache translates it: an object
+/// entering the filter is ADDED, one leaving it is DELETED. `None`: the watch sees nothing.
+fn seen_as(event: EventType, now: bool, before: bool) -> Option<EventType> {
+    match event {
+        EventType::Added if now => Some(EventType::Added),
+        EventType::Deleted if now || before => Some(EventType::Deleted),
+        EventType::Modified if now && before => Some(EventType::Modified),
+        EventType::Modified if now => Some(EventType::Added),
+        EventType::Modified if before => Some(EventType::Deleted),
+        _ => None,
     }
 }
 
@@ -167,6 +199,8 @@ struct State {
     dependents: HashMap<String, BTreeSet<(String, ObjKey)>>,
     watch_delays: HashMap<String, Duration>,
     gc: Option<mpsc::UnboundedSender<GcWork>>,
+    /// Types served as views of another type's collection, by `group/plural`.
+    views: BTreeMap<String, ResourceType>,
 }
 
 /// The server's state. All access goes through one lock, which also orders watch events.
@@ -321,6 +355,9 @@ fn initial_status(rt: &ResourceType, given: Option<&Value>) -> Option<Value> {
 
 /// Defaults the real server applies that controllers depend on: workload replicas default to 1.
 fn apply_defaults(rt: &ResourceType, obj: &mut Value) {
+    if rt.key() == CORE_EVENTS {
+        *obj = events::normalize_core(obj);
+    }
     let workload = matches!(
         (rt.group.as_str(), rt.plural.as_str()),
         ("", "replicationcontrollers") | ("apps", "deployments" | "replicasets" | "statefulsets")
@@ -330,7 +367,7 @@ fn apply_defaults(rt: &ResourceType, obj: &mut Value) {
     }
 }
 
-fn label_selector_string(selector: &Value) -> String {
+pub(crate) fn label_selector_string(selector: &Value) -> String {
     let mut reqs: Vec<(String, String)> = Vec::new();
     if let Some(labels) = selector["matchLabels"].as_object() {
         for (k, v) in labels {
@@ -437,6 +474,23 @@ impl State {
             .ok_or_else(|| ApiError::not_found(rt, &key.1))
     }
 
+    /// The type whose collection holds `rt`'s objects: `rt` itself unless it is a view.
+    fn storage_type(&self, rt: &ResourceType) -> Result<ResourceType, ApiError> {
+        match rt.view {
+            Some(_) => Ok(self.collection(rt)?.rt.clone()),
+            None => Ok(rt.clone()),
+        }
+    }
+
+    /// An object written through `rt`, with the type it is stored as and in that type's form.
+    fn to_storage(&self, rt: &ResourceType, obj: Value) -> Result<(ResourceType, Value), ApiError> {
+        let Some(view) = rt.view else {
+            return Ok((rt.clone(), obj));
+        };
+        check_type(rt, &obj)?;
+        Ok((self.storage_type(rt)?, view.store(&obj)))
+    }
+
     fn namespace_check(&self, rt: &ResourceType, ns: &str) -> Result<(), ApiError> {
         if !rt.namespaced {
             return Ok(());
@@ -514,9 +568,8 @@ impl State {
         obj
     }
 
-    /// Sends one change to every watcher of the collection, translating it the way the watch
-    /// cache does for filtered watches: an object entering the filter is ADDED, one leaving it is
-    /// DELETED.
+    /// Sends one change to every watcher of the collection as [`seen_as`] translates it, in
+    /// the form of the API each watch was opened through.
     fn notify(
         coll: &mut Collection,
         kind: &str,
@@ -524,21 +577,26 @@ impl State {
         obj: &Value,
         prev: Option<&Value>,
     ) {
-        let mut cache: [Option<Bytes>; 3] = [None, None, None];
+        let mut views: Vec<(View, Value, Option<Value>)> = Vec::new();
+        for view in coll.watchers.iter().filter_map(|w| w.view) {
+            if views.iter().all(|(v, ..)| *v != view) {
+                views.push((view, view.show(obj), prev.map(|p| view.show(p))));
+            }
+        }
+        let mut cache: HashMap<(Option<View>, EventType), Bytes> = HashMap::new();
         coll.watchers.retain(|w| {
+            let (obj, prev) = views
+                .iter()
+                .find(|(v, ..)| Some(*v) == w.view)
+                .map_or((obj, prev), |(_, o, p)| (o, p.as_ref()));
             let now = watcher_matches(w, kind, obj);
             let before = prev.is_some_and(|p| watcher_matches(w, kind, p));
-            let (ty, body) = match event {
-                EventType::Added if now => (EventType::Added, obj),
-                EventType::Deleted if now || before => (EventType::Deleted, obj),
-                EventType::Modified if now && before => (EventType::Modified, obj),
-                EventType::Modified if now => (EventType::Added, obj),
-                EventType::Modified if before => (EventType::Deleted, obj),
-                _ => return true,
+            let Some(ty) = seen_as(event, now, before) else {
+                return true;
             };
-            let slot = ty as usize;
-            let bytes = cache[slot]
-                .get_or_insert_with(|| frame(ty.as_str(), body))
+            let bytes = cache
+                .entry((w.view, ty))
+                .or_insert_with(|| frame(ty.as_str(), obj))
                 .clone();
             w.send(bytes, false)
         });
@@ -757,6 +815,7 @@ impl State {
         sub: Subresource,
         opts: &WriteOptions,
         apply_ownership: Option<Ownership>,
+        via: Option<View>,
     ) -> Result<Arc<Value>, ApiError> {
         let coll = self.collection(rt)?;
         let stored = coll
@@ -833,6 +892,9 @@ impl State {
             m.remove("generateName");
         }
         apply_defaults(rt, &mut new);
+        if rt.key() == CORE_EVENTS {
+            events::legacy_validate(&new, via).map_err(|e| events::invalid_error(rt, &key.1, e))?;
+        }
         if spec_part(&new) != spec_part(&current) {
             let generation = cur_meta["generation"].as_i64().unwrap_or(0) + 1;
             meta_mut(&mut new).insert("generation".into(), json!(generation));
@@ -870,28 +932,9 @@ impl State {
         mut obj: Value,
         opts: &WriteOptions,
         ownership: Option<Ownership>,
+        via: Option<View>,
     ) -> Result<Arc<Value>, ApiError> {
-        if !obj.is_object() {
-            return Err(ApiError::bad_request(
-                "the body of the request must be an object",
-            ));
-        }
-        if let Some(api_version) = obj["apiVersion"].as_str()
-            && api_version != rt.api_version()
-        {
-            return Err(ApiError::bad_request(format!(
-                "the API version in the data ({api_version}) does not match the expected API version ({})",
-                rt.api_version()
-            )));
-        }
-        if let Some(kind) = obj["kind"].as_str()
-            && kind != rt.kind
-        {
-            return Err(ApiError::bad_request(format!(
-                "the kind in the data ({kind}) does not match the expected kind ({})",
-                rt.kind
-            )));
-        }
+        check_type(rt, &obj)?;
         obj["apiVersion"] = json!(rt.api_version());
         obj["kind"] = json!(rt.kind);
         if rt.namespaced {
@@ -944,6 +987,9 @@ impl State {
             };
         }
         apply_defaults(rt, &mut obj);
+        if rt.key() == CORE_EVENTS {
+            events::validate_create(&obj, via).map_err(|e| events::invalid_error(rt, &name, e))?;
+        }
         let m = meta_mut(&mut obj);
         m.insert("name".into(), json!(name));
         m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
@@ -967,6 +1013,32 @@ impl State {
         }
         Ok(self.commit(&rt.key(), &key, EventType::Added, obj, ownership))
     }
+}
+
+/// A body's apiVersion and kind, when given, must be the type's.
+fn check_type(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request must be an object",
+        ));
+    }
+    if let Some(api_version) = obj["apiVersion"].as_str()
+        && api_version != rt.api_version()
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({api_version}) does not match the expected API version ({})",
+            rt.api_version()
+        )));
+    }
+    if let Some(kind) = obj["kind"].as_str()
+        && kind != rt.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({kind}) does not match the expected kind ({})",
+            rt.kind
+        )));
+    }
+    Ok(())
 }
 
 fn watcher_matches(w: &Watcher, kind: &str, obj: &Value) -> bool {
@@ -1000,6 +1072,7 @@ impl Store {
             dependents: HashMap::new(),
             watch_delays: HashMap::new(),
             gc: None,
+            views: BTreeMap::new(),
         };
         let store = Self {
             state: Mutex::new(state),
@@ -1035,6 +1108,10 @@ impl Store {
     /// Serves a new type (or replaces the definition of an existing one, keeping its objects).
     pub fn register(&self, rt: ResourceType) {
         let mut st = self.lock();
+        if rt.view.is_some() {
+            st.views.insert(rt.own_key(), rt);
+            return;
+        }
         match st.collections.get_mut(&rt.key()) {
             Some(coll) => coll.rt = rt,
             None => {
@@ -1053,7 +1130,11 @@ impl Store {
     /// Stops serving a type: its objects are dropped and its watches end, as when a CRD goes.
     pub fn unregister(&self, group: &str, plural: &str) -> bool {
         let mut st = self.lock();
-        let Some(coll) = st.collections.remove(&format!("{group}/{plural}")) else {
+        let key = format!("{group}/{plural}");
+        if st.views.remove(&key).is_some() {
+            return true;
+        }
+        let Some(coll) = st.collections.remove(&key) else {
             return false;
         };
         for stored in coll.objects.values() {
@@ -1065,18 +1146,16 @@ impl Store {
     }
 
     pub fn types(&self) -> Vec<ResourceType> {
-        self.lock()
-            .collections
-            .values()
-            .map(|c| c.rt.clone())
-            .collect()
+        let st = self.lock();
+        let stored = st.collections.values().map(|c| &c.rt);
+        stored.chain(st.views.values()).cloned().collect()
     }
 
     pub fn resource_type(&self, group: &str, plural: &str) -> Option<ResourceType> {
-        self.lock()
-            .collections
-            .get(&format!("{group}/{plural}"))
-            .map(|c| c.rt.clone())
+        let st = self.lock();
+        let key = format!("{group}/{plural}");
+        let stored = st.collections.get(&key).map(|c| &c.rt);
+        stored.or_else(|| st.views.get(&key)).cloned()
     }
 
     pub fn current_rv(&self) -> u64 {
@@ -1129,17 +1208,32 @@ impl Store {
         let mut st = self.lock();
         let rv = st.rv.to_string();
         for coll in st.collections.values_mut() {
-            let bookmark = frame(
-                "BOOKMARK",
-                &json!({ "kind": coll.rt.kind, "apiVersion": coll.rt.api_version(), "metadata": { "resourceVersion": rv } }),
-            );
-            coll.watchers
-                .retain(|w| !w.bookmarks || w.send(bookmark.clone(), false));
+            let bookmark = |api_version: &str| {
+                frame(
+                    "BOOKMARK",
+                    &json!({ "kind": coll.rt.kind, "apiVersion": api_version, "metadata": { "resourceVersion": rv } }),
+                )
+            };
+            let stored = bookmark(&coll.rt.api_version());
+            let views: Vec<(View, Bytes)> = coll
+                .watchers
+                .iter()
+                .filter_map(|w| w.view)
+                .map(|v| (v, bookmark(v.api_version())))
+                .collect();
+            coll.watchers.retain(|w| {
+                let frame = views
+                    .iter()
+                    .find(|(v, _)| Some(*v) == w.view)
+                    .map_or(&stored, |(_, b)| b);
+                !w.bookmarks || w.send(frame.clone(), false)
+            });
         }
     }
 
     pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
-        self.lock().lookup(rt, &obj_key(rt, ns, name))
+        let stored = self.lock().lookup(rt, &obj_key(rt, ns, name))?;
+        Ok(shown_arc(rt.view, stored))
     }
 
     pub fn list(
@@ -1203,9 +1297,9 @@ impl Store {
             .range((from, Bound::Unbounded))
             .take_while(|(k, _)| ns.is_none_or(|ns| k.0 == ns));
         for (_, stored) in range {
-            let obj = &stored.obj;
-            if !labels.matches(meta(obj)["labels"].as_object())
-                || !fields.matches(|f| field_value(kind, obj, f).unwrap_or_default())
+            let obj = shown(rt.view, &stored.obj);
+            if !labels.matches(meta(&obj)["labels"].as_object())
+                || !fields.matches(|f| field_value(kind, &obj, f).unwrap_or_default())
             {
                 continue;
             }
@@ -1213,7 +1307,7 @@ impl Store {
                 more = true;
                 break;
             }
-            items.push((**obj).clone());
+            items.push(obj.into_owned());
         }
         let mut metadata = json!({ "resourceVersion": list_rv.to_string() });
         if more && let Some(last) = items.last() {
@@ -1252,6 +1346,7 @@ impl Store {
             labels,
             fields,
             bookmarks: opts.allow_watch_bookmarks,
+            view: rt.view,
             tx,
         };
         let kind = rt.kind.clone();
@@ -1265,8 +1360,9 @@ impl Store {
         if initial {
             if let Some(coll) = st.collections.get(&type_key) {
                 for stored in coll.objects.values() {
-                    if watcher_matches(&watcher, &kind, &stored.obj) {
-                        send(frame("ADDED", &stored.obj), false);
+                    let obj = shown(rt.view, &stored.obj);
+                    if watcher_matches(&watcher, &kind, &obj) {
+                        send(frame("ADDED", &obj), false);
                     }
                 }
             }
@@ -1295,20 +1391,15 @@ impl Store {
             }
             let start = st.log.partition_point(|e| e.rv <= since);
             for entry in st.log.range(start..).filter(|e| e.type_key == type_key) {
-                let now = watcher_matches(&watcher, &kind, &entry.obj);
+                let obj = shown(rt.view, &entry.obj);
+                let now = watcher_matches(&watcher, &kind, &obj);
                 let before = entry
                     .prev
                     .as_ref()
-                    .is_some_and(|p| watcher_matches(&watcher, &kind, p));
-                let ty = match entry.event {
-                    EventType::Added if now => "ADDED",
-                    EventType::Deleted if now || before => "DELETED",
-                    EventType::Modified if now && before => "MODIFIED",
-                    EventType::Modified if now => "ADDED",
-                    EventType::Modified if before => "DELETED",
-                    _ => continue,
-                };
-                send(frame(ty, &entry.obj), false);
+                    .is_some_and(|p| watcher_matches(&watcher, &kind, &shown(rt.view, p)));
+                if let Some(ty) = seen_as(entry.event, now, before) {
+                    send(frame(ty.as_str(), &obj), false);
+                }
             }
         }
         if let Some(coll) = st.collections.get_mut(&type_key) {
@@ -1324,7 +1415,10 @@ impl Store {
         obj: Value,
         opts: &WriteOptions,
     ) -> Result<Arc<Value>, ApiError> {
-        self.lock().create_object(rt, ns, obj, opts, None)
+        let mut st = self.lock();
+        let (storage, obj) = st.to_storage(rt, obj)?;
+        let created = st.create_object(&storage, ns, obj, opts, None, rt.view)?;
+        Ok(shown_arc(rt.view, created))
     }
 
     /// Puts an object in as it is (status included), bypassing create strategies: for fixtures.
@@ -1350,22 +1444,26 @@ impl Store {
         // Given ownership is kept as it is by create and by a status update.
         let untracked = (!track_ownership).then(Ownership::default);
         let mut st = self.lock();
-        let created =
-            st.create_object(rt, &ns, obj, &WriteOptions::default(), untracked.clone())?;
-        match status {
-            Some(status) if rt.status => {
+        let (storage, obj) = st.to_storage(rt, obj)?;
+        let opts = WriteOptions::default();
+        let created = st.create_object(&storage, &ns, obj, &opts, untracked.clone(), rt.view)?;
+        let seeded = match status {
+            Some(status) if storage.status => {
                 let key = obj_key(rt, &ns, meta_str(&created, "name").unwrap_or_default());
+                let status = json!({ "status": status });
                 st.update_object(
-                    rt,
+                    &storage,
                     &key,
-                    json!({ "status": status }),
+                    status,
                     Subresource::Status,
-                    &WriteOptions::default(),
+                    &opts,
                     untracked,
-                )
+                    None,
+                )?
             }
-            _ => Ok(created),
-        }
+            _ => created,
+        };
+        Ok(shown_arc(rt.view, seeded))
     }
 
     pub fn update(
@@ -1377,8 +1475,11 @@ impl Store {
         sub: Subresource,
         opts: &WriteOptions,
     ) -> Result<Arc<Value>, ApiError> {
-        self.lock()
-            .update_object(rt, &obj_key(rt, ns, name), obj, sub, opts, None)
+        let mut st = self.lock();
+        let (storage, obj) = st.to_storage(rt, obj)?;
+        let key = obj_key(rt, ns, name);
+        let updated = st.update_object(&storage, &key, obj, sub, opts, None, rt.view)?;
+        Ok(shown_arc(rt.view, updated))
     }
 
     /// Applies a patch; returns the object and whether it was created (server-side apply only).
@@ -1393,11 +1494,13 @@ impl Store {
     ) -> Result<(Arc<Value>, bool), ApiError> {
         let mut st = self.lock();
         let key = obj_key(rt, ns, name);
+        // A patch through a view applies to the object as that view shows it.
+        let storage = st.storage_type(rt)?;
         let existing = st
             .collection(rt)?
             .objects
             .get(&key)
-            .map(|s| (s.obj.clone(), s.ownership.clone()));
+            .map(|s| (shown_arc(rt.view, s.obj.clone()), s.ownership.clone()));
         let Some((current, ownership)) = existing else {
             if ty != PatchType::Apply {
                 return Err(ApiError::not_found(rt, name));
@@ -1418,8 +1521,9 @@ impl Store {
             if meta_str(&obj, "name").is_none() {
                 meta_mut(&mut obj).insert("name".into(), json!(name));
             }
-            let created = st.create_object(rt, ns, obj, opts, Some(ownership))?;
-            return Ok((created, true));
+            let (_, obj) = st.to_storage(rt, obj)?;
+            let created = st.create_object(&storage, ns, obj, opts, Some(ownership), rt.view)?;
+            return Ok((shown_arc(rt.view, created), true));
         };
         let (patched, apply_ownership) = match ty {
             PatchType::Json => {
@@ -1480,8 +1584,10 @@ impl Store {
         if !wants_lock {
             meta_mut(&mut patched).remove("resourceVersion");
         }
-        let updated = st.update_object(rt, &key, patched, sub, opts, apply_ownership)?;
-        Ok((updated, false))
+        let (_, patched) = st.to_storage(rt, patched)?;
+        let updated =
+            st.update_object(&storage, &key, patched, sub, opts, apply_ownership, rt.view)?;
+        Ok((shown_arc(rt.view, updated), false))
     }
 
     pub fn delete(
@@ -1492,7 +1598,8 @@ impl Store {
         opts: &DeleteOptions,
     ) -> Result<Arc<Value>, ApiError> {
         let key = obj_key(rt, ns, name);
-        self.lock().delete_object(&rt.key(), &key, opts)
+        let deleted = self.lock().delete_object(&rt.key(), &key, opts)?;
+        Ok(shown_arc(rt.view, deleted))
     }
 
     pub fn delete_collection(
@@ -1519,7 +1626,7 @@ impl Store {
                 meta_str(item, "name").unwrap_or_default().to_string(),
             );
             if let Ok(obj) = st.delete_object(&rt.key(), &key, opts) {
-                deleted.push((*obj).clone());
+                deleted.push(shown(rt.view, &obj).into_owned());
             }
         }
         Ok(
@@ -1566,7 +1673,7 @@ impl Store {
             meta_mut(&mut new).insert("resourceVersion".into(), json!(rv));
         }
         set_path(&mut new, &paths.spec_replicas, replicas);
-        let updated = st.update_object(rt, &key, new, Subresource::Main, opts, None)?;
+        let updated = st.update_object(rt, &key, new, Subresource::Main, opts, None, None)?;
         scale_of(rt, &updated)
     }
 
@@ -1619,7 +1726,8 @@ fn strip_apply_meta(body: &Value) -> Value {
 fn parse_fields(rt: &ResourceType, selector: Option<&str>) -> Result<FieldSelector, ApiError> {
     let fields =
         FieldSelector::parse(selector.unwrap_or_default()).map_err(ApiError::bad_request)?;
-    let probe = json!({ "metadata": {} });
+    // The API a request names decides the field labels (events.k8s.io's `regarding.*`).
+    let probe = json!({ "apiVersion": rt.api_version(), "metadata": {} });
     for field in fields.fields() {
         if field_value(&rt.kind, &probe, field).is_none() {
             return Err(ApiError::bad_request(format!(
