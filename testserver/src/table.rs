@@ -871,3 +871,50 @@ const REPLICASETSPEC_SELECTOR: &str = "Selector is a label query over pods that 
 const DEPLOYMENTSTATUS_UPDATEDREPLICAS: &str = "Total number of non-terminating pods targeted by this deployment that have the desired template spec.";
 const DEPLOYMENTSTATUS_AVAILABLEREPLICAS: &str = "Total number of available non-terminating pods (ready for at least minReadySeconds) targeted by this deployment.";
 const DEPLOYMENTSPEC_SELECTOR: &str = "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment. It must match the pod template's labels.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_duration_is_apimachinerys() {
+        let cases = [
+            (-5, "<invalid>"),
+            (-1, "0s"),
+            (0, "0s"),
+            (119, "119s"),
+            (120, "2m"),
+            (150, "2m30s"),
+            (600, "10m"),
+            (3 * 3600 - 1, "179m"),
+            (3 * 3600, "3h"),
+            (3 * 3600 + 25 * 60, "3h25m"),
+            (8 * 3600, "8h"),
+            (47 * 3600, "47h"),
+            (48 * 3600, "2d"),
+            (50 * 3600, "2d2h"),
+            (8 * 86400, "8d"),
+            (729 * 86400, "729d"),
+            (730 * 86400, "2y"),
+            (731 * 86400, "2y1d"),
+            (8 * 365 * 86400, "8y"),
+        ];
+        for (seconds, text) in cases {
+            assert_eq!(human_duration(seconds), text, "{seconds} s");
+        }
+    }
+
+    #[test]
+    fn the_table_media_type_is_recognized() {
+        assert_eq!(
+            requested("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"),
+            Some("meta.k8s.io/v1")
+        );
+        assert_eq!(
+            requested("application/json;as=Table;v=v1beta1;g=meta.k8s.io"),
+            Some("meta.k8s.io/v1beta1")
+        );
+        assert_eq!(requested("application/json"), None);
+        assert_eq!(requested("application/vnd.kubernetes.protobuf"), None);
+    }
+}
