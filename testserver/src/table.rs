@@ -7,6 +7,7 @@
 
 use serde_json::{Value, json};
 
+use crate::error::ApiError;
 use crate::resources::ResourceType;
 
 /// `meta.k8s.io` version of the Table the client asked for, if it asked for one.
@@ -33,21 +34,25 @@ pub(crate) enum Include {
 }
 
 impl Include {
-    pub(crate) fn parse(value: Option<&str>) -> Self {
+    pub(crate) fn parse(value: Option<&str>) -> Result<Self, ApiError> {
         match value {
-            Some("None") => Include::None,
-            Some("Object") => Include::Object,
-            _ => Include::Metadata,
+            Some("None") => Ok(Include::None),
+            Some("Object") => Ok(Include::Object),
+            Some("Metadata" | "") | None => Ok(Include::Metadata),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "unrecognized includeObject value: \"{other}\""
+            ))),
         }
     }
 }
 
-/// The Table of an object or a list of them, printed at `now`.
+/// The Table of an object or a list of them, printed at `now`. Without `headers` (watch
+/// events after the first) the column definitions are left out, as upstream does.
 pub(crate) fn table(
     rt: &ResourceType,
     body: &Value,
-    api_version: &str,
-    include: Include,
+    (api_version, include): (&str, Include),
+    headers: bool,
     now: jiff::Timestamp,
 ) -> Value {
     let printer = printer(rt);
@@ -70,7 +75,7 @@ pub(crate) fn table(
                 Include::Metadata => {
                     row["object"] = json!({
                         "kind": "PartialObjectMetadata",
-                        "apiVersion": "meta.k8s.io/v1",
+                        "apiVersion": api_version,
                         "metadata": obj["metadata"],
                     });
                 }
@@ -79,16 +84,18 @@ pub(crate) fn table(
             row
         })
         .collect();
-    let columns: Vec<Value> = printer
-        .columns
-        .iter()
-        .map(|c| {
-            json!({
-                "name": c.name, "type": c.ty, "format": c.format,
-                "description": c.description, "priority": c.priority,
+    let columns: Option<Vec<Value>> = headers.then(|| {
+        printer
+            .columns
+            .iter()
+            .map(|c| {
+                json!({
+                    "name": c.name, "type": c.ty, "format": c.format,
+                    "description": c.description, "priority": c.priority,
+                })
             })
-        })
-        .collect();
+            .collect()
+    });
     json!({
         "kind": "Table",
         "apiVersion": api_version,

@@ -526,6 +526,40 @@ async fn tables_of_one_object_custom_types_and_include_object() {
     assert_eq!(columns(&widgets), named(&[("Name", 0), ("Age", 0)]));
     assert_eq!(widgets["columnDefinitions"][1]["type"], "date");
 
+    let request = http::Request::get("/api/v1/namespaces/shop/pods?includeObject=All")
+        .header(http::header::ACCEPT, TABLE)
+        .body(Vec::new())
+        .unwrap();
+    let err = server.client().request::<Value>(request).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("unrecognized includeObject value: \"All\""),
+        "{err}"
+    );
+
+    // A watch streams one-row Tables, the column definitions with the first event only.
+    let request = http::Request::get("/api/v1/namespaces/shop/pods?watch=true&timeoutSeconds=1")
+        .header(http::header::ACCEPT, TABLE)
+        .body(Vec::new())
+        .unwrap();
+    let text = server.client().request_text(request).await.unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.len(), 3, "{text}");
+    for (i, event) in events.iter().enumerate() {
+        assert_eq!(event["type"], "ADDED");
+        assert_eq!(event["object"]["kind"], "Table");
+        assert_eq!(event["object"]["rows"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            event["object"]["columnDefinitions"].is_array(),
+            i == 0,
+            "{event}"
+        );
+    }
+    assert_eq!(columns(&events[0]["object"])[1], ("Ready".to_string(), 0));
+
     // Without the Table media type, the list is plain JSON.
     let request = http::Request::get("/api/v1/namespaces/shop/pods")
         .body(Vec::new())
