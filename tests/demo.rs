@@ -1,4 +1,4 @@
-//! The demo (`cargo run --release --bin try -- --batch`) plays its script to the end
+//! The demo (`cargo run --release -p kcm-try -- --batch`) plays its script to the end
 //! and shows what kcm's five controllers computed, value for value.
 
 mod common;

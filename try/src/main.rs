@@ -1,4 +1,4 @@
-//! `cargo run --release --bin try`: kcm's five controllers on an embedded API server,
+//! `cargo run --release -p kcm-try`: kcm's five controllers on an embedded API server,
 //! with a live table of what they keep true while a little churn plays. Ctrl-C stops it.
 //!
 //! `--batch` (or `KCM_TRY_BATCH=1`) plays the churn without pauses, prints the final table
