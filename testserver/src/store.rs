@@ -475,20 +475,20 @@ impl State {
     }
 
     /// The type whose collection holds `rt`'s objects: `rt` itself unless it is a view.
-    fn storage_type(&self, rt: &ResourceType) -> Result<ResourceType, ApiError> {
+    fn storage_type<'a>(&self, rt: &'a ResourceType) -> Result<Cow<'a, ResourceType>, ApiError> {
         match rt.view {
-            Some(_) => Ok(self.collection(rt)?.rt.clone()),
-            None => Ok(rt.clone()),
+            Some(_) => Ok(Cow::Owned(self.collection(rt)?.rt.clone())),
+            None => Ok(Cow::Borrowed(rt)),
         }
     }
 
-    /// An object written through `rt`, with the type it is stored as and in that type's form.
-    fn to_storage(&self, rt: &ResourceType, obj: Value) -> Result<(ResourceType, Value), ApiError> {
+    /// An object written through `rt`, in the form its stored type keeps.
+    fn to_storage(&self, rt: &ResourceType, obj: Value) -> Result<Value, ApiError> {
         let Some(view) = rt.view else {
-            return Ok((rt.clone(), obj));
+            return Ok(obj);
         };
         check_type(rt, &obj)?;
-        Ok((self.storage_type(rt)?, view.store(&obj)))
+        Ok(view.store(&obj))
     }
 
     fn namespace_check(&self, rt: &ResourceType, ns: &str) -> Result<(), ApiError> {
@@ -807,16 +807,19 @@ impl State {
     /// Writes `new` over the current object after the checks every update shares: optimistic
     /// concurrency, immutable metadata, status-subresource masking, generation, and finalizer
     /// completion. A write that changes nothing is a no-op, as on the real server.
+    /// `requested` is the type the write came through; `new` is in its stored form.
     fn update_object(
         &mut self,
-        rt: &ResourceType,
+        requested: &ResourceType,
         key: &ObjKey,
         mut new: Value,
         sub: Subresource,
         opts: &WriteOptions,
         apply_ownership: Option<Ownership>,
-        via: Option<View>,
     ) -> Result<Arc<Value>, ApiError> {
+        let via = requested.view;
+        let storage = self.storage_type(requested)?;
+        let rt = storage.as_ref();
         let coll = self.collection(rt)?;
         let stored = coll
             .objects
@@ -925,15 +928,18 @@ impl State {
         Ok(self.commit(&type_key, key, EventType::Modified, new, ownership))
     }
 
+    /// `requested` is the type the write came through; `obj` is in its stored form.
     fn create_object(
         &mut self,
-        rt: &ResourceType,
+        requested: &ResourceType,
         ns: &str,
         mut obj: Value,
         opts: &WriteOptions,
         ownership: Option<Ownership>,
-        via: Option<View>,
     ) -> Result<Arc<Value>, ApiError> {
+        let via = requested.view;
+        let storage = self.storage_type(requested)?;
+        let rt = storage.as_ref();
         check_type(rt, &obj)?;
         obj["apiVersion"] = json!(rt.api_version());
         obj["kind"] = json!(rt.kind);
@@ -1416,8 +1422,8 @@ impl Store {
         opts: &WriteOptions,
     ) -> Result<Arc<Value>, ApiError> {
         let mut st = self.lock();
-        let (storage, obj) = st.to_storage(rt, obj)?;
-        let created = st.create_object(&storage, ns, obj, opts, None, rt.view)?;
+        let obj = st.to_storage(rt, obj)?;
+        let created = st.create_object(rt, ns, obj, opts, None)?;
         Ok(shown_arc(rt.view, created))
     }
 
@@ -1444,22 +1450,14 @@ impl Store {
         // Given ownership is kept as it is by create and by a status update.
         let untracked = (!track_ownership).then(Ownership::default);
         let mut st = self.lock();
-        let (storage, obj) = st.to_storage(rt, obj)?;
+        let obj = st.to_storage(rt, obj)?;
         let opts = WriteOptions::default();
-        let created = st.create_object(&storage, &ns, obj, &opts, untracked.clone(), rt.view)?;
+        let created = st.create_object(rt, &ns, obj, &opts, untracked.clone())?;
         let seeded = match status {
-            Some(status) if storage.status => {
+            Some(status) if rt.status => {
                 let key = obj_key(rt, &ns, meta_str(&created, "name").unwrap_or_default());
                 let status = json!({ "status": status });
-                st.update_object(
-                    &storage,
-                    &key,
-                    status,
-                    Subresource::Status,
-                    &opts,
-                    untracked,
-                    None,
-                )?
+                st.update_object(rt, &key, status, Subresource::Status, &opts, untracked)?
             }
             _ => created,
         };
@@ -1476,9 +1474,9 @@ impl Store {
         opts: &WriteOptions,
     ) -> Result<Arc<Value>, ApiError> {
         let mut st = self.lock();
-        let (storage, obj) = st.to_storage(rt, obj)?;
+        let obj = st.to_storage(rt, obj)?;
         let key = obj_key(rt, ns, name);
-        let updated = st.update_object(&storage, &key, obj, sub, opts, None, rt.view)?;
+        let updated = st.update_object(rt, &key, obj, sub, opts, None)?;
         Ok(shown_arc(rt.view, updated))
     }
 
@@ -1495,7 +1493,6 @@ impl Store {
         let mut st = self.lock();
         let key = obj_key(rt, ns, name);
         // A patch through a view applies to the object as that view shows it.
-        let storage = st.storage_type(rt)?;
         let existing = st
             .collection(rt)?
             .objects
@@ -1521,8 +1518,8 @@ impl Store {
             if meta_str(&obj, "name").is_none() {
                 meta_mut(&mut obj).insert("name".into(), json!(name));
             }
-            let (_, obj) = st.to_storage(rt, obj)?;
-            let created = st.create_object(&storage, ns, obj, opts, Some(ownership), rt.view)?;
+            let obj = st.to_storage(rt, obj)?;
+            let created = st.create_object(rt, ns, obj, opts, Some(ownership))?;
             return Ok((shown_arc(rt.view, created), true));
         };
         let (patched, apply_ownership) = match ty {
@@ -1584,9 +1581,8 @@ impl Store {
         if !wants_lock {
             meta_mut(&mut patched).remove("resourceVersion");
         }
-        let (_, patched) = st.to_storage(rt, patched)?;
-        let updated =
-            st.update_object(&storage, &key, patched, sub, opts, apply_ownership, rt.view)?;
+        let patched = st.to_storage(rt, patched)?;
+        let updated = st.update_object(rt, &key, patched, sub, opts, apply_ownership)?;
         Ok((shown_arc(rt.view, updated), false))
     }
 
@@ -1673,7 +1669,7 @@ impl Store {
             meta_mut(&mut new).insert("resourceVersion".into(), json!(rv));
         }
         set_path(&mut new, &paths.spec_replicas, replicas);
-        let updated = st.update_object(rt, &key, new, Subresource::Main, opts, None, None)?;
+        let updated = st.update_object(rt, &key, new, Subresource::Main, opts, None)?;
         scale_of(rt, &updated)
     }
 
