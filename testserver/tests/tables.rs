@@ -568,30 +568,9 @@ async fn tables_of_one_object_custom_types_and_include_object() {
     assert_eq!(plain["kind"], "PodList");
 }
 
-fn kubectl_missing() -> bool {
-    let installed = std::process::Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !installed {
-        eprintln!("skipped: kubectl is not installed");
-    }
-    !installed
-}
-
-async fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
-    let output = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .await
-        .expect("kubectl runs");
-    assert!(
-        output.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+/// kubectl's standard output.
+async fn kubectl_out(kubeconfig: &Path, args: &[&str]) -> String {
+    let output = common::kubectl(kubeconfig, args).await;
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
@@ -602,14 +581,14 @@ fn has_line(text: &str, words: &[&str]) -> bool {
 
 #[tokio::test]
 async fn kubectl_prints_the_columns_and_events() {
-    if kubectl_missing() {
+    if common::kubectl_missing() {
         return;
     }
     let server = TestServer::start().await;
     seed_cluster(&server);
     let kc = server.kubeconfig_path();
 
-    let out = kubectl(kc, &["get", "resourcequota,pdb,nodes,pods", "-A"]).await;
+    let out = kubectl_out(kc, &["get", "resourcequota,pdb,nodes,pods", "-A"]).await;
     for header in [
         &["NAMESPACE", "NAME", "REQUEST", "LIMIT", "AGE"][..],
         &[
@@ -636,12 +615,12 @@ async fn kubectl_prints_the_columns_and_events() {
     assert!(out.contains("Ready,SchedulingDisabled"), "{out}");
     assert!(out.contains("CrashLoopBackOff"), "{out}");
 
-    let events = kubectl(kc, &["get", "events", "-A"]).await;
+    let events = kubectl_out(kc, &["get", "events", "-A"]).await;
     assert!(events.contains("poddisruptionbudget/web"), "{events}");
     assert!(events.contains("node/node-1"), "{events}");
 
     // describe finds a PDB's events through the core API's field selectors.
-    let pdb = kubectl(kc, &["-n", "shop", "describe", "pdb", "web"]).await;
+    let pdb = kubectl_out(kc, &["-n", "shop", "describe", "pdb", "web"]).await;
     assert!(!has_line(&pdb, &["Events:", "<none>"]), "{pdb}");
     assert!(
         pdb.lines().any(|l| {
