@@ -2,8 +2,8 @@
 //! (`Accept: application/json;as=Table;v=v1;g=meta.k8s.io`). The columns and cells are the
 //! API server's printers' (`pkg/printers/internalversion/printers.go`), with the wide columns
 //! included as the server always prints them (kubectl shows priority-1 columns with `-o wide`).
-//! Types without a printer get upstream's default table (Name, Created At); custom types get
-//! a CRD's (Name, Age).
+//! Also ConfigMaps, Secrets, Leases, ServiceAccounts, DeviceClasses and ResourceClaimTemplates;
+//! other types get upstream's default table (Name, Created At), custom types a CRD's (Name, Age).
 
 use serde_json::{Value, json};
 
@@ -175,6 +175,13 @@ fn printer(rt: &ResourceType) -> Printer {
         ("resource.k8s.io", "resourceclaims") => plain(&RESOURCE_CLAIM_COLUMNS, claim_cells),
         ("apps", "deployments") => plain(&DEPLOYMENT_COLUMNS, deployment_cells),
         ("apps", "replicasets") => plain(&REPLICA_SET_COLUMNS, replica_set_cells),
+        ("", "configmaps") => plain(&CONFIG_MAP_COLUMNS, config_map_cells),
+        ("", "secrets") => plain(&SECRET_COLUMNS, secret_cells),
+        ("coordination.k8s.io", "leases") => plain(&LEASE_COLUMNS, lease_cells),
+        ("", "serviceaccounts")
+        | ("resource.k8s.io", "deviceclasses" | "resourceclaimtemplates") => {
+            plain(&NAME_AGE_COLUMNS, name_age_cells)
+        }
         _ => plain(&DEFAULT_COLUMNS, default_cells),
     }
 }
@@ -763,6 +770,55 @@ fn replica_set_cells(rs: &Value, now: jiff::Timestamp) -> Vec<Value> {
     ]
 }
 
+/// Printers whose only columns are the name and the age.
+const NAME_AGE_COLUMNS: [Column; 2] = [NAME, AGE];
+
+fn name_age_cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    vec![name(obj), age(obj, now)]
+}
+
+fn entries(obj: &Value, field: &str) -> usize {
+    obj[field].as_object().map_or(0, |m| m.len())
+}
+
+const CONFIG_MAP_COLUMNS: [Column; 3] = [NAME, col("Data", "string", CONFIGMAP_DATA), AGE];
+
+fn config_map_cells(cm: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    let data = entries(cm, "data") + entries(cm, "binaryData");
+    vec![name(cm), json!(data), age(cm, now)]
+}
+
+const SECRET_COLUMNS: [Column; 4] = [
+    NAME,
+    col("Type", "string", SECRET_TYPE),
+    col("Data", "string", SECRET_DATA),
+    AGE,
+];
+
+fn secret_cells(secret: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    // The API server defaults an unset type to Opaque on create.
+    let ty = match s(secret, "/type") {
+        "" => "Opaque",
+        ty => ty,
+    };
+    vec![
+        name(secret),
+        json!(ty),
+        json!(entries(secret, "data")),
+        age(secret, now),
+    ]
+}
+
+const LEASE_COLUMNS: [Column; 3] = [NAME, col("Holder", "string", LEASESPEC_HOLDERIDENTITY), AGE];
+
+fn lease_cells(lease: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    vec![
+        name(lease),
+        json!(s(lease, "/spec/holderIdentity")),
+        age(lease, now),
+    ]
+}
+
 const EVENT_COLUMNS: [Column; 10] = [
     col("Last Seen", "string", EVENT_LASTTIMESTAMP),
     col("Type", "string", EVENT_TYPE),
@@ -844,6 +900,10 @@ fn event_cells(event: &Value, now: jiff::Timestamp) -> Vec<Value> {
 }
 
 // Column descriptions: the Kubernetes API's field documentation, as upstream's printers use it.
+const SECRET_TYPE: &str = "Used to facilitate programmatic handling of secret data. More info: https://kubernetes.io/docs/concepts/configuration/secret/#secret-types";
+const SECRET_DATA: &str = "Data contains the secret data. Each key must consist of alphanumeric characters, '-', '_' or '.'. The serialized form of the secret data is a base64 encoded string, representing the arbitrary (possibly non-string) data value here. Described in https://tools.ietf.org/html/rfc4648#section-4";
+const CONFIGMAP_DATA: &str = "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process.";
+const LEASESPEC_HOLDERIDENTITY: &str = "holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field.";
 const OBJECTMETA_NAME: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
 const OBJECTMETA_CREATIONTIMESTAMP: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 const EVENT_LASTTIMESTAMP: &str =

@@ -225,6 +225,20 @@ fn seed_cluster(server: &TestServer) {
     seed(
         server,
         json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": { "name": "token", "namespace": "shop" }, "data": { "a": "eA==", "b": "eQ==" },
+        }),
+    );
+    seed(
+        server,
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": { "name": "reader" }, "rules": [],
+        }),
+    );
+    seed(
+        server,
+        json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": { "name": "settings", "namespace": "shop" }, "data": { "k": "v" },
         }),
@@ -471,15 +485,31 @@ async fn tables_have_the_api_servers_columns_and_cells() {
         );
     }
 
-    // A type without a printer gets the default table: Name and Created At.
     let configmaps = table(&server, "/api/v1/namespaces/shop/configmaps").await;
     assert_eq!(
         columns(&configmaps),
-        named(&[("Name", 0), ("Created At", 0)])
+        named(&[("Name", 0), ("Data", 0), ("Age", 0)])
     );
-    assert_eq!(configmaps["columnDefinitions"][1]["type"], "date");
-    let settings = row(&configmaps, "settings");
-    let created = settings[1].as_str().unwrap();
+    assert_eq!(
+        row(&configmaps, "settings")[..2],
+        [json!("settings"), json!(1)]
+    );
+    let secrets = table(&server, "/api/v1/namespaces/shop/secrets").await;
+    assert_eq!(
+        columns(&secrets),
+        named(&[("Name", 0), ("Type", 0), ("Data", 0), ("Age", 0)])
+    );
+    assert_eq!(
+        row(&secrets, "token")[..3],
+        [json!("token"), json!("Opaque"), json!(2)]
+    );
+
+    // A type without a printer gets the default table: Name and Created At.
+    let roles = table(&server, "/apis/rbac.authorization.k8s.io/v1/clusterroles").await;
+    assert_eq!(columns(&roles), named(&[("Name", 0), ("Created At", 0)]));
+    assert_eq!(roles["columnDefinitions"][1]["type"], "date");
+    let reader = row(&roles, "reader");
+    let created = reader[1].as_str().unwrap();
     assert!(
         created.parse::<jiff::Timestamp>().is_ok() && created.ends_with('Z'),
         "{created}"
