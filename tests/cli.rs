@@ -166,6 +166,9 @@ fn valid_value(flag: &UpstreamFlag) -> String {
         "kube-api-content-type" => Some("application/json"),
         "controller-start-interval" => Some("0s"),
         "cert-dir" | "kubeconfig" => Some("/tmp"),
+        // Honoured serving flags: values the secure port accepts.
+        "tls-cipher-suites" => Some("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256"),
+        "tls-min-version" => Some("VersionTLS12"),
         _ => None,
     };
     if let Some(value) = special {

@@ -1,10 +1,10 @@
-//! The demo (`cargo run --release --example try -- --batch`) plays its script to the end
+//! The demo (`cargo run --release -p kcm-try -- --batch`) plays its script to the end
 //! and shows what kcm's five controllers computed, value for value.
 
 mod common;
 
 #[allow(dead_code)]
-#[path = "../examples/try/demo.rs"]
+#[path = "../try/src/demo.rs"]
 mod demo;
 
 use std::time::Duration;

@@ -11,6 +11,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use rand::Rng;
 use serde_json::{Value, json};
 
@@ -23,6 +24,7 @@ use crate::reviews::UserInfo;
 use crate::store::{
     DeleteOptions, ListOptions, PatchType, Propagation, Store, Subresource, WriteOptions,
 };
+use crate::table::{self, Include};
 
 /// Reported by `/version`: the Kubernetes release the server imitates.
 pub const KUBERNETES_VERSION: (&str, &str) = ("1", "36");
@@ -296,6 +298,7 @@ async fn handle(
                 raw_body: &body,
                 body: parsed_body.as_ref(),
                 body_error: body_error.as_deref(),
+                table: table::requested(accept),
             };
             let resp = match dispatch(&ctx, route, &info) {
                 Ok(resp) => resp,
@@ -459,6 +462,8 @@ struct RequestContext<'a> {
     body: Option<&'a Value>,
     /// Why a body in a known encoding could not be decoded.
     body_error: Option<&'a str>,
+    /// The `meta.k8s.io` Table version `Accept` asks for (`kubectl get`).
+    table: Option<&'static str>,
 }
 
 impl RequestContext<'_> {
@@ -758,13 +763,24 @@ fn resource_request(
         Some(_) => return Err(not_found()),
     };
     let ns_filter = path.namespace.as_deref();
+    // What `kubectl get` prints: the object or list as a Table, when asked for one.
+    let as_table = match ctx.table {
+        Some(version) if sub == Subresource::Main => {
+            Some((version, Include::parse(param(ctx.query, "includeObject"))?))
+        }
+        _ => None,
+    };
+    let read = |body: &Value| match as_table {
+        Some(request) => {
+            let now = jiff::Timestamp::now();
+            json_response(200, &table::table(&rt, body, request, true, now))
+        }
+        None => json_response(200, body),
+    };
     match info.verb.as_str() {
-        "get" => Ok(json_response(200, &*store.get(&rt, &ns, &name)?)),
-        "list" => Ok(json_response(
-            200,
-            &store.list(&rt, ns_filter, &ctx.list_options())?,
-        )),
-        "watch" => watch_response(ctx, &rt, ns_filter),
+        "get" => Ok(read(&*store.get(&rt, &ns, &name)?)),
+        "list" => Ok(read(&store.list(&rt, ns_filter, &ctx.list_options())?)),
+        "watch" => watch_response(ctx, &rt, ns_filter, as_table),
         "create" if sub == Subresource::Main && path.name.is_none() => {
             let created = store.create(&rt, &ns, ctx.body()?, &ctx.write_options())?;
             Ok(json_response(201, &created))
@@ -836,6 +852,31 @@ fn scale_request(
     }
 }
 
+/// A watch event with its object as a one-row Table, as `kubectl get -w` asks; the column
+/// definitions go with the first event only. Bookmarks and errors pass as they are.
+fn table_frame(
+    rt: &ResourceType,
+    bytes: Bytes,
+    request: (&'static str, Include),
+    headers: &mut bool,
+) -> Bytes {
+    let Ok(mut event) = serde_json::from_slice::<Value>(&bytes) else {
+        return bytes;
+    };
+    if !matches!(
+        event["type"].as_str(),
+        Some("ADDED" | "MODIFIED" | "DELETED")
+    ) {
+        return bytes;
+    }
+    let now = jiff::Timestamp::now();
+    event["object"] = table::table(rt, &event["object"], request, *headers, now);
+    *headers = false;
+    let mut text = event.to_string();
+    text.push('\n');
+    Bytes::from(text)
+}
+
 /// How long a watch lasts when the client gives no timeoutSeconds: the real server picks a
 /// random span between its minimum request timeout (30 min) and twice that.
 fn default_watch_timeout() -> Duration {
@@ -846,6 +887,7 @@ fn watch_response(
     ctx: &RequestContext<'_>,
     rt: &ResourceType,
     ns: Option<&str>,
+    as_table: Option<(&'static str, Include)>,
 ) -> Result<Response, ApiError> {
     let timeout = param(ctx.query, "timeoutSeconds")
         .and_then(|t| t.parse().ok())
@@ -853,6 +895,8 @@ fn watch_response(
         .unwrap_or_else(default_watch_timeout);
     let rx = ctx.shared.store.watch(rt, ns, &ctx.list_options())?;
     let deadline = tokio::time::Instant::now() + timeout;
+    let rt = rt.clone();
+    let mut headers = true;
     let stream = futures::stream::unfold((rx, false), move |(mut rx, done)| async move {
         if done {
             return None;
@@ -865,6 +909,10 @@ fn watch_response(
             tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
         }
         Some((Ok::<_, Infallible>(frame.bytes), (rx, frame.last)))
+    })
+    .map(move |bytes| match as_table {
+        Some(request) => Ok(table_frame(&rt, bytes?, request, &mut headers)),
+        None => bytes,
     });
     Ok((
         StatusCode::OK,

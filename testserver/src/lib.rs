@@ -7,6 +7,7 @@
 
 mod codec;
 mod error;
+mod events;
 mod faults;
 mod http;
 pub mod patch;
@@ -15,6 +16,7 @@ mod resources;
 mod reviews;
 pub mod selector;
 mod store;
+mod table;
 pub mod testing;
 
 use std::net::SocketAddr;
@@ -28,6 +30,7 @@ use tokio::task::JoinHandle;
 
 pub use codec::{CodecError, decode as decode_protobuf, encode as encode_protobuf};
 pub use error::ApiError;
+pub use events::View;
 pub use faults::{Authorizer, Fault, Faults, RequestInfo, RequestRecord};
 pub use resources::{ResourceType, ScalePaths, ScaleSelector};
 pub use reviews::{Reviews, SUPERUSERS, UserInfo};

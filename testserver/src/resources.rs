@@ -2,6 +2,8 @@
 
 use serde_json::{Value, json};
 
+use crate::events::View;
+
 /// Where a scale subresource reads and writes replicas, as a CRD's `subresources.scale` declares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScalePaths {
@@ -42,6 +44,9 @@ pub struct ResourceType {
     pub scale: Option<ScalePaths>,
     /// Built-in types accept strategic merge patches; custom resources answer 415, as upstream.
     pub builtin: bool,
+    /// Another API of a stored type (events.k8s.io/v1 Events are core/v1 Events): objects
+    /// live in that type's collection and are converted on every read and write.
+    pub view: Option<View>,
 }
 
 impl ResourceType {
@@ -58,6 +63,7 @@ impl ResourceType {
             status: false,
             scale: None,
             builtin: false,
+            view: None,
         }
     }
 
@@ -91,8 +97,17 @@ impl ResourceType {
         }
     }
 
-    /// The key objects of this type are stored under: group and plural (one version per group).
+    /// The key objects of this type are stored under: group and plural (one version per
+    /// group), or the stored type's key for a view.
     pub fn key(&self) -> String {
+        match self.view {
+            Some(view) => view.storage_key().into(),
+            None => self.own_key(),
+        }
+    }
+
+    /// `group/plural`: the key the type itself is registered under.
+    pub(crate) fn own_key(&self) -> String {
         format!("{}/{}", self.group, self.plural)
     }
 
@@ -172,6 +187,7 @@ fn builtin(
         status,
         scale: None,
         builtin: true,
+        view: None,
     }
 }
 
@@ -378,14 +394,17 @@ pub fn builtin_types() -> Vec<ResourceType> {
             &["pc"],
             false,
         ),
-        builtin(
-            "events.k8s.io",
-            "v1",
-            "events",
-            "Event",
-            true,
-            &["ev"],
-            false,
-        ),
+        ResourceType {
+            view: Some(View::EventsV1),
+            ..builtin(
+                "events.k8s.io",
+                "v1",
+                "events",
+                "Event",
+                true,
+                &["ev"],
+                false,
+            )
+        },
     ]
 }

@@ -2,6 +2,7 @@
 //! resourceVersion, an event log for watch resumption, optimistic concurrency, finalizers,
 //! status subresources, and the indexes the owner-reference garbage collector needs.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,6 +14,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use crate::error::ApiError;
+use crate::events::{self, CORE_EVENTS, View};
 use crate::patch::{self, Ownership, PatchError};
 use crate::resources::{ResourceType, ScaleSelector, builtin_types};
 use crate::selector::{FieldSelector, LabelSelector, field_value};
@@ -24,7 +26,7 @@ const GENERATE_NAME_CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 const GENERATE_NAME_SUFFIX_LEN: usize = 5;
 const MAX_NAME_LEN: usize = 253;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventType {
     Added,
     Modified,
@@ -115,6 +117,8 @@ struct Watcher {
     bookmarks: bool,
     /// Injected delivery latency.
     delay: Option<Duration>,
+    /// The API the watch was opened through: its objects are converted before matching.
+    view: Option<View>,
     tx: mpsc::UnboundedSender<Frame>,
 }
 
@@ -128,6 +132,34 @@ impl Watcher {
                 last,
             })
             .is_ok()
+    }
+}
+
+/// An object as the API it is read through shows it.
+fn shown(view: Option<View>, obj: &Value) -> Cow<'_, Value> {
+    match view {
+        Some(view) => Cow::Owned(view.show(obj)),
+        None => Cow::Borrowed(obj),
+    }
+}
+
+fn shown_arc(view: Option<View>, obj: Arc<Value>) -> Arc<Value> {
+    match view {
+        Some(view) => Arc::new(view.show(&obj)),
+        None => obj,
+    }
+}
+
+/// What a filtered watch sees of a change, as the watch cache translates it: an object
+/// entering the filter is ADDED, one leaving it is DELETED. `None`: the watch sees nothing.
+fn seen_as(event: EventType, now: bool, before: bool) -> Option<EventType> {
+    match event {
+        EventType::Added if now => Some(EventType::Added),
+        EventType::Deleted if now || before => Some(EventType::Deleted),
+        EventType::Modified if now && before => Some(EventType::Modified),
+        EventType::Modified if now => Some(EventType::Added),
+        EventType::Modified if before => Some(EventType::Deleted),
+        _ => None,
     }
 }
 
@@ -170,6 +202,8 @@ struct State {
     dependents: HashMap<String, BTreeSet<(String, ObjKey)>>,
     watch_delays: HashMap<String, Duration>,
     gc: Option<mpsc::UnboundedSender<GcWork>>,
+    /// Types served as views of another type's collection, by `group/plural`.
+    views: BTreeMap<String, ResourceType>,
 }
 
 /// The server's state. All access goes through one lock, which also orders watch events.
@@ -344,6 +378,9 @@ fn initial_status(rt: &ResourceType, given: Option<&Value>) -> Option<Value> {
 
 /// Defaults the real server applies that controllers depend on: workload replicas default to 1.
 fn apply_defaults(rt: &ResourceType, obj: &mut Value) {
+    if rt.key() == CORE_EVENTS {
+        *obj = events::normalize_core(obj);
+    }
     let workload = matches!(
         (rt.group.as_str(), rt.plural.as_str()),
         ("", "replicationcontrollers") | ("apps", "deployments" | "replicasets" | "statefulsets")
@@ -353,7 +390,7 @@ fn apply_defaults(rt: &ResourceType, obj: &mut Value) {
     }
 }
 
-fn label_selector_string(selector: &Value) -> String {
+pub(crate) fn label_selector_string(selector: &Value) -> String {
     let mut reqs: Vec<(String, String)> = Vec::new();
     if let Some(labels) = selector["matchLabels"].as_object() {
         for (k, v) in labels {
@@ -460,6 +497,23 @@ impl State {
             .ok_or_else(|| ApiError::not_found(rt, &key.1))
     }
 
+    /// The type whose collection holds `rt`'s objects: `rt` itself unless it is a view.
+    fn storage_type<'a>(&self, rt: &'a ResourceType) -> Result<Cow<'a, ResourceType>, ApiError> {
+        match rt.view {
+            Some(_) => Ok(Cow::Owned(self.collection(rt)?.rt.clone())),
+            None => Ok(Cow::Borrowed(rt)),
+        }
+    }
+
+    /// An object written through `rt`, in the form its stored type keeps.
+    fn to_storage(&self, rt: &ResourceType, obj: Value) -> Result<Value, ApiError> {
+        let Some(view) = rt.view else {
+            return Ok(obj);
+        };
+        check_type(rt, &obj)?;
+        Ok(view.store(&obj))
+    }
+
     fn namespace_check(&self, rt: &ResourceType, ns: &str) -> Result<(), ApiError> {
         if !rt.namespaced {
             return Ok(());
@@ -537,9 +591,8 @@ impl State {
         obj
     }
 
-    /// Sends one change to every watcher of the collection, translating it the way the watch
-    /// cache does for filtered watches: an object entering the filter is ADDED, one leaving it is
-    /// DELETED.
+    /// Sends one change to every watcher of the collection as [`seen_as`] translates it, in
+    /// the form of the API each watch was opened through.
     fn notify(
         coll: &mut Collection,
         kind: &str,
@@ -547,21 +600,26 @@ impl State {
         obj: &Value,
         prev: Option<&Value>,
     ) {
-        let mut cache: [Option<Bytes>; 3] = [None, None, None];
+        let mut views: Vec<(View, Value, Option<Value>)> = Vec::new();
+        for view in coll.watchers.iter().filter_map(|w| w.view) {
+            if views.iter().all(|(v, ..)| *v != view) {
+                views.push((view, view.show(obj), prev.map(|p| view.show(p))));
+            }
+        }
+        let mut cache: HashMap<(Option<View>, EventType), Bytes> = HashMap::new();
         coll.watchers.retain(|w| {
+            let (obj, prev) = views
+                .iter()
+                .find(|(v, ..)| Some(*v) == w.view)
+                .map_or((obj, prev), |(_, o, p)| (o, p.as_ref()));
             let now = watcher_matches(w, kind, obj);
             let before = prev.is_some_and(|p| watcher_matches(w, kind, p));
-            let (ty, body) = match event {
-                EventType::Added if now => (EventType::Added, obj),
-                EventType::Deleted if now || before => (EventType::Deleted, obj),
-                EventType::Modified if now && before => (EventType::Modified, obj),
-                EventType::Modified if now => (EventType::Added, obj),
-                EventType::Modified if before => (EventType::Deleted, obj),
-                _ => return true,
+            let Some(ty) = seen_as(event, now, before) else {
+                return true;
             };
-            let slot = ty as usize;
-            let bytes = cache[slot]
-                .get_or_insert_with(|| frame(ty.as_str(), body))
+            let bytes = cache
+                .entry((w.view, ty))
+                .or_insert_with(|| frame(ty.as_str(), obj))
                 .clone();
             w.send(bytes, false)
         });
@@ -772,15 +830,19 @@ impl State {
     /// Writes `new` over the current object after the checks every update shares: optimistic
     /// concurrency, immutable metadata, status-subresource masking, generation, and finalizer
     /// completion. A write that changes nothing is a no-op, as on the real server.
+    /// `requested` is the type the write came through; `new` is in its stored form.
     fn update_object(
         &mut self,
-        rt: &ResourceType,
+        requested: &ResourceType,
         key: &ObjKey,
         mut new: Value,
         sub: Subresource,
         opts: &WriteOptions,
         apply_ownership: Option<Ownership>,
     ) -> Result<Arc<Value>, ApiError> {
+        let via = requested.view;
+        let storage = self.storage_type(requested)?;
+        let rt = storage.as_ref();
         let coll = self.collection(rt)?;
         let stored = coll
             .objects
@@ -856,6 +918,9 @@ impl State {
             m.remove("generateName");
         }
         apply_defaults(rt, &mut new);
+        if rt.key() == CORE_EVENTS {
+            events::legacy_validate(&new, via).map_err(|e| events::invalid_error(rt, &key.1, e))?;
+        }
         if spec_part(&new) != spec_part(&current) {
             let generation = cur_meta["generation"].as_i64().unwrap_or(0) + 1;
             meta_mut(&mut new).insert("generation".into(), json!(generation));
@@ -903,35 +968,19 @@ impl State {
         Ok(self.commit(&type_key, key, EventType::Modified, new, ownership))
     }
 
+    /// `requested` is the type the write came through; `obj` is in its stored form.
     fn create_object(
         &mut self,
-        rt: &ResourceType,
+        requested: &ResourceType,
         ns: &str,
         mut obj: Value,
         opts: &WriteOptions,
         ownership: Option<Ownership>,
     ) -> Result<Arc<Value>, ApiError> {
-        if !obj.is_object() {
-            return Err(ApiError::bad_request(
-                "the body of the request must be an object",
-            ));
-        }
-        if let Some(api_version) = obj["apiVersion"].as_str()
-            && api_version != rt.api_version()
-        {
-            return Err(ApiError::bad_request(format!(
-                "the API version in the data ({api_version}) does not match the expected API version ({})",
-                rt.api_version()
-            )));
-        }
-        if let Some(kind) = obj["kind"].as_str()
-            && kind != rt.kind
-        {
-            return Err(ApiError::bad_request(format!(
-                "the kind in the data ({kind}) does not match the expected kind ({})",
-                rt.kind
-            )));
-        }
+        let via = requested.view;
+        let storage = self.storage_type(requested)?;
+        let rt = storage.as_ref();
+        check_type(rt, &obj)?;
         obj["apiVersion"] = json!(rt.api_version());
         obj["kind"] = json!(rt.kind);
         if rt.namespaced {
@@ -984,6 +1033,9 @@ impl State {
             };
         }
         apply_defaults(rt, &mut obj);
+        if rt.key() == CORE_EVENTS {
+            events::validate_create(&obj, via).map_err(|e| events::invalid_error(rt, &name, e))?;
+        }
         let m = meta_mut(&mut obj);
         m.insert("name".into(), json!(name));
         m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
@@ -1007,6 +1059,32 @@ impl State {
         }
         Ok(self.commit(&rt.key(), &key, EventType::Added, obj, ownership))
     }
+}
+
+/// A body's apiVersion and kind, when given, must be the type's.
+fn check_type(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request must be an object",
+        ));
+    }
+    if let Some(api_version) = obj["apiVersion"].as_str()
+        && api_version != rt.api_version()
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({api_version}) does not match the expected API version ({})",
+            rt.api_version()
+        )));
+    }
+    if let Some(kind) = obj["kind"].as_str()
+        && kind != rt.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({kind}) does not match the expected kind ({})",
+            rt.kind
+        )));
+    }
+    Ok(())
 }
 
 fn watcher_matches(w: &Watcher, kind: &str, obj: &Value) -> bool {
@@ -1040,6 +1118,7 @@ impl Store {
             dependents: HashMap::new(),
             watch_delays: HashMap::new(),
             gc: None,
+            views: BTreeMap::new(),
         };
         let store = Self {
             state: Mutex::new(state),
@@ -1075,6 +1154,10 @@ impl Store {
     /// Serves a new type (or replaces the definition of an existing one, keeping its objects).
     pub fn register(&self, rt: ResourceType) {
         let mut st = self.lock();
+        if rt.view.is_some() {
+            st.views.insert(rt.own_key(), rt);
+            return;
+        }
         match st.collections.get_mut(&rt.key()) {
             Some(coll) => coll.rt = rt,
             None => {
@@ -1093,7 +1176,11 @@ impl Store {
     /// Stops serving a type: its objects are dropped and its watches end, as when a CRD goes.
     pub fn unregister(&self, group: &str, plural: &str) -> bool {
         let mut st = self.lock();
-        let Some(coll) = st.collections.remove(&format!("{group}/{plural}")) else {
+        let key = format!("{group}/{plural}");
+        if st.views.remove(&key).is_some() {
+            return true;
+        }
+        let Some(coll) = st.collections.remove(&key) else {
             return false;
         };
         for stored in coll.objects.values() {
@@ -1105,18 +1192,16 @@ impl Store {
     }
 
     pub fn types(&self) -> Vec<ResourceType> {
-        self.lock()
-            .collections
-            .values()
-            .map(|c| c.rt.clone())
-            .collect()
+        let st = self.lock();
+        let stored = st.collections.values().map(|c| &c.rt);
+        stored.chain(st.views.values()).cloned().collect()
     }
 
     pub fn resource_type(&self, group: &str, plural: &str) -> Option<ResourceType> {
-        self.lock()
-            .collections
-            .get(&format!("{group}/{plural}"))
-            .map(|c| c.rt.clone())
+        let st = self.lock();
+        let key = format!("{group}/{plural}");
+        let stored = st.collections.get(&key).map(|c| &c.rt);
+        stored.or_else(|| st.views.get(&key)).cloned()
     }
 
     pub fn current_rv(&self) -> u64 {
@@ -1169,12 +1254,26 @@ impl Store {
         let mut st = self.lock();
         let rv = st.rv.to_string();
         for coll in st.collections.values_mut() {
-            let bookmark = frame(
-                "BOOKMARK",
-                &json!({ "kind": coll.rt.kind, "apiVersion": coll.rt.api_version(), "metadata": { "resourceVersion": rv } }),
-            );
-            coll.watchers
-                .retain(|w| !w.bookmarks || w.send(bookmark.clone(), false));
+            let bookmark = |api_version: &str| {
+                frame(
+                    "BOOKMARK",
+                    &json!({ "kind": coll.rt.kind, "apiVersion": api_version, "metadata": { "resourceVersion": rv } }),
+                )
+            };
+            let stored = bookmark(&coll.rt.api_version());
+            let views: Vec<(View, Bytes)> = coll
+                .watchers
+                .iter()
+                .filter_map(|w| w.view)
+                .map(|v| (v, bookmark(v.api_version())))
+                .collect();
+            coll.watchers.retain(|w| {
+                let frame = views
+                    .iter()
+                    .find(|(v, _)| Some(*v) == w.view)
+                    .map_or(&stored, |(_, b)| b);
+                !w.bookmarks || w.send(frame.clone(), false)
+            });
         }
     }
 
@@ -1189,7 +1288,8 @@ impl Store {
     }
 
     pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
-        self.lock().lookup(rt, &obj_key(rt, ns, name))
+        let stored = self.lock().lookup(rt, &obj_key(rt, ns, name))?;
+        Ok(shown_arc(rt.view, stored))
     }
 
     pub fn list(
@@ -1253,9 +1353,9 @@ impl Store {
             .range((from, Bound::Unbounded))
             .take_while(|(k, _)| ns.is_none_or(|ns| k.0 == ns));
         for (_, stored) in range {
-            let obj = &stored.obj;
-            if !labels.matches(meta(obj)["labels"].as_object())
-                || !fields.matches(|f| field_value(kind, obj, f).unwrap_or_default())
+            let obj = shown(rt.view, &stored.obj);
+            if !labels.matches(meta(&obj)["labels"].as_object())
+                || !fields.matches(|f| field_value(kind, &obj, f).unwrap_or_default())
             {
                 continue;
             }
@@ -1263,7 +1363,7 @@ impl Store {
                 more = true;
                 break;
             }
-            items.push((**obj).clone());
+            items.push(obj.into_owned());
         }
         let mut metadata = json!({ "resourceVersion": list_rv.to_string() });
         if more && let Some(last) = items.last() {
@@ -1302,6 +1402,7 @@ impl Store {
             labels,
             fields,
             bookmarks: opts.allow_watch_bookmarks,
+            view: rt.view,
             tx,
         };
         let kind = rt.kind.clone();
@@ -1315,8 +1416,9 @@ impl Store {
         if initial {
             if let Some(coll) = st.collections.get(&type_key) {
                 for stored in coll.objects.values() {
-                    if watcher_matches(&watcher, &kind, &stored.obj) {
-                        send(frame("ADDED", &stored.obj), false);
+                    let obj = shown(rt.view, &stored.obj);
+                    if watcher_matches(&watcher, &kind, &obj) {
+                        send(frame("ADDED", &obj), false);
                     }
                 }
             }
@@ -1345,20 +1447,15 @@ impl Store {
             }
             let start = st.log.partition_point(|e| e.rv <= since);
             for entry in st.log.range(start..).filter(|e| e.type_key == type_key) {
-                let now = watcher_matches(&watcher, &kind, &entry.obj);
+                let obj = shown(rt.view, &entry.obj);
+                let now = watcher_matches(&watcher, &kind, &obj);
                 let before = entry
                     .prev
                     .as_ref()
-                    .is_some_and(|p| watcher_matches(&watcher, &kind, p));
-                let ty = match entry.event {
-                    EventType::Added if now => "ADDED",
-                    EventType::Deleted if now || before => "DELETED",
-                    EventType::Modified if now && before => "MODIFIED",
-                    EventType::Modified if now => "ADDED",
-                    EventType::Modified if before => "DELETED",
-                    _ => continue,
-                };
-                send(frame(ty, &entry.obj), false);
+                    .is_some_and(|p| watcher_matches(&watcher, &kind, &shown(rt.view, p)));
+                if let Some(ty) = seen_as(entry.event, now, before) {
+                    send(frame(ty.as_str(), &obj), false);
+                }
             }
         }
         if let Some(coll) = st.collections.get_mut(&type_key) {
@@ -1374,7 +1471,10 @@ impl Store {
         obj: Value,
         opts: &WriteOptions,
     ) -> Result<Arc<Value>, ApiError> {
-        self.lock().create_object(rt, ns, obj, opts, None)
+        let mut st = self.lock();
+        let obj = st.to_storage(rt, obj)?;
+        let created = st.create_object(rt, ns, obj, opts, None)?;
+        Ok(shown_arc(rt.view, created))
     }
 
     /// Puts an object in as it is (status included), bypassing create strategies: for fixtures.
@@ -1400,22 +1500,18 @@ impl Store {
         // Given ownership is kept as it is by create and by a status update.
         let untracked = (!track_ownership).then(Ownership::default);
         let mut st = self.lock();
-        let created =
-            st.create_object(rt, &ns, obj, &WriteOptions::default(), untracked.clone())?;
-        match status {
+        let obj = st.to_storage(rt, obj)?;
+        let opts = WriteOptions::default();
+        let created = st.create_object(rt, &ns, obj, &opts, untracked.clone())?;
+        let seeded = match status {
             Some(status) if rt.status => {
                 let key = obj_key(rt, &ns, meta_str(&created, "name").unwrap_or_default());
-                st.update_object(
-                    rt,
-                    &key,
-                    json!({ "status": status }),
-                    Subresource::Status,
-                    &WriteOptions::default(),
-                    untracked,
-                )
+                let status = json!({ "status": status });
+                st.update_object(rt, &key, status, Subresource::Status, &opts, untracked)?
             }
-            _ => Ok(created),
-        }
+            _ => created,
+        };
+        Ok(shown_arc(rt.view, seeded))
     }
 
     pub fn update(
@@ -1427,8 +1523,11 @@ impl Store {
         sub: Subresource,
         opts: &WriteOptions,
     ) -> Result<Arc<Value>, ApiError> {
-        self.lock()
-            .update_object(rt, &obj_key(rt, ns, name), obj, sub, opts, None)
+        let mut st = self.lock();
+        let obj = st.to_storage(rt, obj)?;
+        let key = obj_key(rt, ns, name);
+        let updated = st.update_object(rt, &key, obj, sub, opts, None)?;
+        Ok(shown_arc(rt.view, updated))
     }
 
     /// Applies a patch; returns the object and whether it was created (server-side apply only).
@@ -1443,11 +1542,12 @@ impl Store {
     ) -> Result<(Arc<Value>, bool), ApiError> {
         let mut st = self.lock();
         let key = obj_key(rt, ns, name);
+        // A patch through a view applies to the object as that view shows it.
         let existing = st
             .collection(rt)?
             .objects
             .get(&key)
-            .map(|s| (s.obj.clone(), s.ownership.clone()));
+            .map(|s| (shown_arc(rt.view, s.obj.clone()), s.ownership.clone()));
         let Some((current, ownership)) = existing else {
             if ty != PatchType::Apply {
                 return Err(ApiError::not_found(rt, name));
@@ -1468,8 +1568,9 @@ impl Store {
             if meta_str(&obj, "name").is_none() {
                 meta_mut(&mut obj).insert("name".into(), json!(name));
             }
+            let obj = st.to_storage(rt, obj)?;
             let created = st.create_object(rt, ns, obj, opts, Some(ownership))?;
-            return Ok((created, true));
+            return Ok((shown_arc(rt.view, created), true));
         };
         let (patched, apply_ownership) = match ty {
             PatchType::Json => {
@@ -1530,8 +1631,9 @@ impl Store {
         if !wants_lock {
             meta_mut(&mut patched).remove("resourceVersion");
         }
+        let patched = st.to_storage(rt, patched)?;
         let updated = st.update_object(rt, &key, patched, sub, opts, apply_ownership)?;
-        Ok((updated, false))
+        Ok((shown_arc(rt.view, updated), false))
     }
 
     pub fn delete(
@@ -1542,7 +1644,8 @@ impl Store {
         opts: &DeleteOptions,
     ) -> Result<Arc<Value>, ApiError> {
         let key = obj_key(rt, ns, name);
-        self.lock().delete_object(&rt.key(), &key, opts)
+        let deleted = self.lock().delete_object(&rt.key(), &key, opts)?;
+        Ok(shown_arc(rt.view, deleted))
     }
 
     pub fn delete_collection(
@@ -1569,7 +1672,7 @@ impl Store {
                 meta_str(item, "name").unwrap_or_default().to_string(),
             );
             if let Ok(obj) = st.delete_object(&rt.key(), &key, opts) {
-                deleted.push((*obj).clone());
+                deleted.push(shown(rt.view, &obj).into_owned());
             }
         }
         Ok(
@@ -1669,7 +1772,8 @@ fn strip_apply_meta(body: &Value) -> Value {
 fn parse_fields(rt: &ResourceType, selector: Option<&str>) -> Result<FieldSelector, ApiError> {
     let fields =
         FieldSelector::parse(selector.unwrap_or_default()).map_err(ApiError::bad_request)?;
-    let probe = json!({ "metadata": {} });
+    // The API a request names decides the field labels (events.k8s.io's `regarding.*`).
+    let probe = json!({ "apiVersion": rt.api_version(), "metadata": {} });
     for field in fields.fields() {
         if field_value(&rt.kind, &probe, field).is_none() {
             return Err(ApiError::bad_request(format!(

@@ -1,8 +1,8 @@
 //! kubectl against the server, when kubectl is installed (skipped cleanly otherwise).
 
-use std::path::Path;
-use std::process::Output;
+mod common;
 
+use common::{kubectl, kubectl_missing};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ResourceQuota, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -11,35 +11,6 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube_testserver::TestServer;
 use serde_json::json;
-
-/// True, with a message saying the test is skipped, when kubectl is not installed.
-fn kubectl_missing() -> bool {
-    let installed = std::process::Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !installed {
-        eprintln!("skipped: kubectl is not installed");
-    }
-    !installed
-}
-
-async fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
-    let output = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .await
-        .expect("kubectl runs");
-    assert!(
-        output.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
 
 #[tokio::test]
 async fn kubectl_get_and_apply_work() {

@@ -1,4 +1,4 @@
-//! `cargo run --release --example try`: kcm's five controllers on an embedded API server,
+//! `cargo run --release -p kcm-try`: kcm's five controllers on an embedded API server,
 //! with a live table of what they keep true while a little churn plays. Ctrl-C stops it.
 //!
 //! `--batch` (or `KCM_TRY_BATCH=1`) plays the churn without pauses, prints the final table
@@ -58,29 +58,41 @@ async fn run(batch: bool) -> Result<(), Error> {
         demo.metrics_url(),
         log_path.display(),
     );
+    let closing = closing(&demo.kubeconfig().display().to_string());
     let outcome = if batch {
-        play_batch(&demo, &intro).await
+        play_batch(&demo, &intro, &closing).await
     } else {
-        play_live(&demo, &intro).await
+        play_live(&demo, &intro, &closing).await
     };
     demo.stop().await?;
     outcome
 }
 
+/// What the demo does not run, and how to make a pod count anyway.
+fn closing(kubeconfig: &str) -> String {
+    format!(
+        "Only kcm's five controllers run here: no Deployment, ReplicaSet or scheduler\n\
+         controller, so `kubectl create deployment` makes no pods and new pods stay Pending.\n\
+         To make a pod count, create it directly; the shop quota counts it at once:\n\
+         \x20 kubectl --kubeconfig {kubeconfig} -n shop run extra --image=nginx\n\
+         \x20 kubectl --kubeconfig {kubeconfig} -n shop get quota,pods\n"
+    )
+}
+
 /// The script without pauses, then the final table.
-async fn play_batch(demo: &Demo, intro: &str) -> Result<(), Error> {
+async fn play_batch(demo: &Demo, intro: &str, closing: &str) -> Result<(), Error> {
     println!("{intro}");
     let table = demo
         .script(QUIET, SETTLE_DEADLINE, |step| {
             println!("step: {}", step.what())
         })
         .await?;
-    println!("\n{table}");
+    println!("\n{table}\n{closing}");
     Ok(())
 }
 
 /// The table redrawn every half second while the script plays, until Ctrl-C.
-async fn play_live(demo: &Demo, intro: &str) -> Result<(), Error> {
+async fn play_live(demo: &Demo, intro: &str, closing: &str) -> Result<(), Error> {
     let terminal = std::io::stdout().is_terminal();
     let mut steps = SCRIPT.iter().copied();
     let mut last_step = tokio::time::Instant::now();
@@ -107,7 +119,9 @@ async fn play_live(demo: &Demo, intro: &str) -> Result<(), Error> {
                     demo.run_step(step).await?;
                     format!("churn: {}", step.what())
                 }
-                None => "script done; kcm keeps running. Try kubectl against it.".to_string(),
+                None => {
+                    format!("script done; kcm keeps running. Try kubectl against it.\n\n{closing}")
+                }
             };
         }
         tokio::select! {

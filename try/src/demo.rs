@@ -1,4 +1,4 @@
-//! The demo behind `cargo run --release --example try`: a small believable cluster on an
+//! The demo behind `cargo run --release -p kcm-try`: a small believable cluster on an
 //! in-process kube-testserver, kcm's five controllers running against it (the library, as
 //! the binary runs it), a script of churn, and the table of what kcm keeps true.
 //! `tests/demo.rs` includes this file and checks the table the script ends with.
