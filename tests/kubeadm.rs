@@ -82,6 +82,11 @@ fn kubeadms_command_line_validates_with_kcms_controllers() {
         Some(Path::new("/etc/kubernetes/controller-manager.conf"))
     );
     assert_eq!(
+        serving.request_header.client_ca_file.as_deref(),
+        Some(Path::new("/etc/kubernetes/pki/front-proxy-ca.crt"))
+    );
+    assert!(settings.use_service_account_credentials);
+    assert_eq!(
         settings.unused_flags,
         [
             "--allocate-node-cidrs",
@@ -89,7 +94,6 @@ fn kubeadms_command_line_validates_with_kcms_controllers() {
             "--cluster-name",
             "--cluster-signing-cert-file",
             "--cluster-signing-key-file",
-            "--requestheader-client-ca-file",
             "--root-ca-file",
             "--service-account-private-key-file",
             "--service-cluster-ip-range",
@@ -175,7 +179,7 @@ async fn kcm_runs_and_converges_from_kubeadms_command_line() {
         logged.contains(
             "accepted, not used by kcm: --allocate-node-cidrs, --cluster-cidr, --cluster-name, \
              --cluster-signing-cert-file, --cluster-signing-key-file, \
-             --requestheader-client-ca-file, --root-ca-file, \
+             --root-ca-file, \
              --service-account-private-key-file, --service-cluster-ip-range"
         ),
         "{logged}"
@@ -183,6 +187,18 @@ async fn kcm_runs_and_converges_from_kubeadms_command_line() {
     assert!(
         child.try_wait().unwrap().is_none(),
         "kcm keeps running:\n{logged}"
+    );
+    // kubeadm's --use-service-account-credentials=true: the TTL controller wrote the node as
+    // its own ServiceAccount, with a token the server issued for it.
+    let ttl_writers: std::collections::BTreeSet<String> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.is("patch", "nodes", ""))
+        .map(|r| r.user)
+        .collect();
+    assert_eq!(
+        ttl_writers,
+        ["system:serviceaccount:kube-system:ttl-controller".to_string()].into()
     );
     let _ = child.kill();
     let _ = child.wait();
