@@ -243,6 +243,7 @@ fn every_upstream_flag_is_accepted_with_a_value_of_its_type() {
         settings.unused_flags
     );
     for used in [
+        "--tls-sni-cert-key",
         "--kubeconfig",
         "--controllers",
         "--kube-api-qps",
@@ -254,7 +255,6 @@ fn every_upstream_flag_is_accepted_with_a_value_of_its_type() {
     }
     for unused in [
         "--allocate-node-cidrs",
-        "--tls-sni-cert-key",
         "--allow-metric-labels",
         "--concurrent-gc-syncs",
         "--log-json-info-buffer-size",
