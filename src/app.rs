@@ -8,6 +8,7 @@ use kube::Client;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::controllers::{Context, Descriptor};
 use crate::runtime::client::{ClientError, Clients, load_config};
@@ -241,6 +242,24 @@ pub async fn run_with_config(
         leader_gauge.set(1);
     }
     leading.store(true, Ordering::SeqCst);
+    // The lease is renewed from now on in a task of its own, so slow controller starts
+    // (ServiceAccount retries, --controller-start-interval) never delay a renewal; dropping
+    // the handle (any early return) stops the renewals.
+    let (released_tx, released_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut hold = AbortOnDropHandle::new(tokio::spawn(async move {
+        match elector {
+            Some(elector) => elector
+                .hold(async move {
+                    let _ = released_rx.await;
+                })
+                .await
+                .map_err(|e| AppError::Leader(e.to_string())),
+            None => {
+                let _ = released_rx.await;
+                Ok(())
+            }
+        }
+    }));
 
     for (controller, gate) in &settings.skipped_for_gates {
         tracing::info!(controller = %controller, gate, "controller is disabled by feature gate");
@@ -252,6 +271,7 @@ pub async fn run_with_config(
         metrics: metrics.clone(),
         settings: Arc::new(settings.clone()),
         shutdown: controllers_stop.clone(),
+        stop: stop.clone(),
         clock,
     };
     let mut running: JoinSet<Result<(), AppError>> = JoinSet::new();
@@ -299,22 +319,6 @@ pub async fn run_with_config(
     let mut said_idle = false;
 
     // Controllers run until SIGTERM, a lost lease, or one of them fails.
-    let (released_tx, released_rx) = tokio::sync::oneshot::channel::<()>();
-    let hold = async {
-        match &elector {
-            Some(elector) => elector
-                .hold(async move {
-                    let _ = released_rx.await;
-                })
-                .await
-                .map_err(|e| AppError::Leader(e.to_string())),
-            None => {
-                let _ = released_rx.await;
-                Ok(())
-            }
-        }
-    };
-    tokio::pin!(hold);
 
     let outcome: Result<(), AppError> = loop {
         // With nothing to run (all skipped), stay up and healthy instead of exiting into a
@@ -331,20 +335,25 @@ pub async fn run_with_config(
         }
         tokio::select! {
             _ = stop.cancelled() => break Ok(()),
-            lost = &mut hold => break Err(lost.err().unwrap_or_else(|| AppError::Leader("lease released unexpectedly".into()))),
+            lost = &mut hold => break Err(held(lost).err().unwrap_or_else(|| AppError::Leader("lease released unexpectedly".into()))),
             Some((entry, found)) = found_rx.recv() => {
-                let api = lock(&progress).as_mut().and_then(|p| p.discovering.remove(entry.name));
                 match found {
                     Found::NotServed => {
+                        let api = lock(&progress).as_mut().and_then(|p| p.discovering.remove(entry.name));
                         tracing::warn!(controller = %entry.controller, api = api.as_deref().unwrap_or_default(), "the cluster does not serve this API; controller skipped until it does");
                     }
                     Found::Served => {
-                        if api.is_none() {
+                        let pending = lock(&progress).as_ref().is_some_and(|p| p.discovering.contains_key(entry.name));
+                        if !pending {
                             tracing::info!(controller = %entry.controller, "the cluster now serves the controller's API");
                         }
+                        // Still pending for readiness until it has started.
                         match launcher.launch(entry, &mut running).await {
                             Ok(startup) => {
-                                lock(&progress).get_or_insert_default().started.push(startup);
+                                let mut progress = lock(&progress);
+                                let progress = progress.get_or_insert_default();
+                                progress.discovering.remove(entry.name);
+                                progress.started.push(startup);
                                 started_any = true;
                                 said_idle = false;
                             }
@@ -374,13 +383,18 @@ pub async fn run_with_config(
     if outcome.is_ok() {
         // Hand the lease over at once instead of making the next leader wait it out.
         let _ = released_tx.send(());
-        if let Err(err) = hold.await {
+        if let Err(err) = held(hold.await) {
             tracing::warn!(error = %err, "releasing the lease failed");
         }
     }
     leader_gauge.set(0);
     stop.cancel();
     outcome
+}
+
+/// The outcome of the lease-holding task.
+fn held(outcome: Result<Result<(), AppError>, tokio::task::JoinError>) -> Result<(), AppError> {
+    outcome.unwrap_or_else(|join| Err(AppError::Leader(join.to_string())))
 }
 
 /// Where the leader's controllers stand, for readiness: none is pending once each has
@@ -408,6 +422,8 @@ struct Launcher<'a> {
     metrics: Metrics,
     settings: Arc<Settings>,
     shutdown: CancellationToken,
+    /// SIGTERM/SIGINT, which also ends the wait between two controller starts.
+    stop: CancellationToken,
     clock: Clock,
 }
 
@@ -435,10 +451,14 @@ impl Launcher<'_> {
             run.await
                 .map_err(|e| AppError::Controller(name, e.to_string()))
         });
-        // `--controller-start-interval`, jittered by up to 100% as upstream's.
+        // `--controller-start-interval`, jittered by up to 100% as upstream's; a stop
+        // signal cuts it short.
         let interval = self.settings.controller_start_interval;
         if !interval.is_zero() {
-            tokio::time::sleep(interval.mul_f64(1.0 + rand::random::<f64>())).await;
+            tokio::select! {
+                () = tokio::time::sleep(interval.mul_f64(1.0 + rand::random::<f64>())) => {}
+                () = self.stop.cancelled() => {}
+            }
         }
         Ok(startup)
     }

@@ -964,7 +964,7 @@ impl FeatureGates {
                 });
             };
             let (name, value) = (name.trim(), value.trim());
-            let value = crate::cli::values::parse_go_bool(value).map_err(|_| {
+            let value = crate::runtime::golang::parse_bool(value).ok_or_else(|| {
                 FeatureGateError::InvalidBool {
                     name: name.to_owned(),
                     value: value.to_owned(),

@@ -5,8 +5,9 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use common::{DEADLINE, Kcm, eventually};
+use common::{DEADLINE, FAST_LEASE, InProcess, Kcm, eventually};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube_testserver::{Fault, TestServer};
@@ -341,4 +342,33 @@ async fn a_group_served_after_start_starts_its_controller() {
             .is_ok_and(|p| p.status.is_some_and(|s| s.observed_generation == Some(1)))
     })
     .await;
+}
+
+/// The lease is renewed while controllers are still being started (here paced by
+/// `--controller-start-interval`: quota and ttl, which need no discovery, take at least 2 x 5 s
+/// to start), so a slow start never lets a standby take the lease from a running leader.
+#[tokio::test]
+async fn the_lease_is_renewed_while_controllers_are_still_starting() {
+    let server = TestServer::start().await;
+    let args = [
+        &["--leader-elect=true", "--controller-start-interval=5s"][..],
+        &FAST_LEASE,
+    ]
+    .concat();
+    let kcm = InProcess::start(&server, &args).await;
+    let renewals = || {
+        server
+            .requests()
+            .into_iter()
+            .filter(|r| r.is("update", "leases", "") && r.code == 200)
+            .count()
+    };
+    // Renewals come every retry period (250 ms); the starts alone take 10 s or more.
+    eventually(
+        "the lease renewed twice while controllers start",
+        Duration::from_secs(6),
+        || async { renewals() >= 2 },
+    )
+    .await;
+    kcm.stop().await;
 }

@@ -45,11 +45,7 @@ pub enum ValueError {
 
 /// Go's `strconv.ParseBool`, which pflag uses for boolean flags and feature gates.
 pub fn parse_go_bool(text: &str) -> Result<bool, ValueError> {
-    match text {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(ValueError::Bool(text.to_owned())),
-    }
+    crate::runtime::golang::parse_bool(text).ok_or_else(|| ValueError::Bool(text.to_owned()))
 }
 
 /// Go's `strconv.ParseInt(text, 0, bits)`, as pflag's `int`, `int32` and `int32Slice`

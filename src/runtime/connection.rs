@@ -175,8 +175,8 @@ impl Reachability {
         &self.inner.server
     }
 
-    /// A request failed for `cause` at `now`; logs when that opens an outage, changes its
-    /// cause, or is due for a summary.
+    /// A request failed for `cause` at `now`; logs when that opens an outage or when a
+    /// summary (with the latest cause) is due.
     pub fn failed(&self, cause: Cause, now: Instant) -> Option<Report> {
         let mut outage = lock(&self.inner.outage);
         self.inner.down.store(true, Ordering::SeqCst);
@@ -193,10 +193,11 @@ impl Reachability {
             Some(open) => {
                 open.failures += 1;
                 let lasted = now.saturating_duration_since(open.since);
-                if open.cause != cause {
-                    open.cause = cause.clone();
-                    Some(Report::Unreachable { cause })
-                } else if lasted >= open.next_summary {
+                // A new cause (e.g. refused and timed out from the endpoints of an HA
+                // server) is told in the next summary, not at once: alternating causes must
+                // not log a line per failed request.
+                open.cause = cause.clone();
+                if lasted >= open.next_summary {
                     open.next_summary = lasted + lasted.min(SUMMARY_MAX_INTERVAL);
                     Some(Report::StillUnreachable {
                         seconds: lasted.as_secs(),
@@ -315,21 +316,32 @@ mod tests {
                 cause: Cause::Refused
             }
         );
-        // A new cause is news at once.
+        // Alternating causes (the endpoints of an HA server) log no line per failure; the
+        // latest cause is told in the next summary.
+        for s in 101..160 {
+            let cause = if s % 2 == 0 {
+                Cause::TimedOut
+            } else {
+                Cause::Refused
+            };
+            assert_eq!(reach.failed(cause, at(s)), None, "at {s} s");
+        }
         assert_eq!(
-            reach.failed(Cause::TimedOut, at(101)),
-            Some(Report::Unreachable {
+            reach.failed(Cause::TimedOut, at(160)),
+            Some(Report::StillUnreachable {
+                seconds: 160,
+                failures: 161,
                 cause: Cause::TimedOut
             })
         );
         assert_eq!(
-            reach.answered(at(102)),
+            reach.answered(at(161)),
             Some(Report::Reachable {
-                seconds: 102,
-                failures: 102
+                seconds: 161,
+                failures: 161
             })
         );
-        assert_eq!(reach.answered(at(103)), None);
+        assert_eq!(reach.answered(at(162)), None);
     }
 
     #[test]

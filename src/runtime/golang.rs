@@ -1,4 +1,4 @@
-//! Go's renderings of values, so error messages and events that embed values read exactly
+//! Go's renderings of values, and `strconv.ParseBool`, so error messages, events and flags read
 //! as upstream's: `%q` of a string, and `%v` of the API types upstream embeds.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -78,6 +78,15 @@ pub fn go_label_selector(selector: Option<&LabelSelector>) -> String {
     }
     out.push_str("},}");
     out
+}
+
+/// Go's `strconv.ParseBool`, which pflag uses for boolean flags and feature gates.
+pub fn parse_bool(text: &str) -> Option<bool> {
+    match text {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

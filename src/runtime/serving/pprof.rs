@@ -13,6 +13,10 @@ use axum::routing::get;
 
 /// Go's default length of a CPU profile.
 const DEFAULT_SECONDS: u64 = 30;
+/// The longest profile served: the profiler is one per process and holds a blocking thread,
+/// so a huge `seconds` would lock every later profile out (Go bounds it by the server's write
+/// timeout).
+const MAX_SECONDS: u64 = 300;
 
 /// Samples per second, Go's `runtime.SetCPUProfileRate` default.
 const SAMPLE_HZ: i32 = 100;
@@ -47,7 +51,8 @@ async fn cmdline() -> impl IntoResponse {
     )
 }
 
-/// Go's reading of `seconds` in the query: a positive integer, else the default.
+/// Go's reading of `seconds` in the query: a positive integer, else the default; at most
+/// [`MAX_SECONDS`].
 fn profile_length(query: Option<&str>) -> Duration {
     let seconds = query
         .into_iter()
@@ -56,7 +61,7 @@ fn profile_length(query: Option<&str>) -> Duration {
         .and_then(|text| text.parse::<u64>().ok())
         .filter(|seconds| *seconds > 0)
         .unwrap_or(DEFAULT_SECONDS);
-    Duration::from_secs(seconds)
+    Duration::from_secs(seconds.min(MAX_SECONDS))
 }
 
 fn failed(status: StatusCode, message: String) -> Response {
@@ -155,6 +160,10 @@ mod tests {
         for odd in ["seconds=0", "seconds=-1", "seconds=x", "", "second=5"] {
             assert_eq!(profile_length(Some(odd)), Duration::from_secs(30), "{odd}");
         }
+        assert_eq!(
+            profile_length(Some("seconds=86400")),
+            Duration::from_secs(MAX_SECONDS)
+        );
     }
 
     #[test]

@@ -253,6 +253,13 @@ pub fn parse_ca_bundle(what: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'sta
     if certs.is_empty() {
         return Err(TlsError::NoCertificate(what.to_string()));
     }
+    // Checked as the trust store will take them, so that a bundle with a malformed
+    // certificate is refused here and never becomes part of the material every later
+    // configuration is built from.
+    let mut roots = RootCertStore::empty();
+    for ca in &certs {
+        roots.add(ca.clone())?;
+    }
     Ok(certs)
 }
 
@@ -668,6 +675,15 @@ fn certificate_user(der: &CertificateDer<'_>) -> Option<User> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ca_bundle_with_a_malformed_certificate_is_refused_when_read() {
+        // Valid PEM, but the DER inside is no certificate: refused here, so a reload keeps
+        // the previous CA instead of storing one that breaks every later configuration.
+        let pem = "-----BEGIN CERTIFICATE-----\nAAECAwQFBgcICQ==\n-----END CERTIFICATE-----\n";
+        let err = parse_ca_bundle("ca.crt", pem.as_bytes()).unwrap_err();
+        assert!(matches!(err, TlsError::Config(_)), "{err}");
+    }
 
     #[test]
     fn self_signed_certificate_names_localhost_and_the_bind_address_as_upstream() {
