@@ -314,6 +314,9 @@ async fn renew(
 ) {
     let mut failures = 0u32;
     loop {
+        if stop.is_cancelled() {
+            return;
+        }
         let wait = match request_token(&accounts, &name, &policy).await {
             Ok((value, expires)) => {
                 failures = 0;

@@ -315,9 +315,11 @@ impl Guard {
             }),
             resource_attributes: None,
         };
-        // Keyed by the whole review, as upstream's webhook authorizer does.
-        let key = serde_json::to_string(&spec).unwrap_or_default();
-        let decision = match self.decisions.get(&key) {
+        // Keyed by the whole review, as upstream's webhook authorizer does; a review that
+        // cannot be encoded as a key is asked every time rather than sharing a key.
+        let key = serde_json::to_string(&spec).ok();
+        let cached = key.as_ref().and_then(|key| self.decisions.get(key));
+        let decision = match cached {
             Some(decision) => decision,
             None => {
                 let review = SubjectAccessReview {
@@ -337,7 +339,9 @@ impl Guard {
                         self.delegation.unauthorized_ttl,
                     )
                 };
-                self.decisions.put(key, decision.clone(), ttl);
+                if let Some(key) = key {
+                    self.decisions.put(key, decision.clone(), ttl);
+                }
                 decision
             }
         };
