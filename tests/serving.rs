@@ -337,25 +337,11 @@ async fn metrics_need_a_token_the_api_server_authenticates_and_authorizes() {
         "health needs no review"
     );
 
-    assert_eq!(client.status(addr, "/metrics", None).await, Some(401));
     assert_eq!(
         client.status(addr, "/metrics", Some("unknown")).await,
         Some(401)
     );
-    let (status, body) = client
-        .get(addr, "/metrics", Some("denied-token"))
-        .await
-        .unwrap();
-    assert_eq!(status, 403);
-    assert!(
-        body.starts_with("forbidden: User \"intruder\" cannot get path \"/metrics\""),
-        "{body}"
-    );
-    let (status, body) = client
-        .get(addr, "/metrics", Some("allowed-token"))
-        .await
-        .unwrap();
-    assert_eq!(status, 200);
+    let body = guarded(&client, addr, "/metrics").await;
     // A metric registered at start: store metrics appear only once the stores list.
     assert!(
         body.contains("# TYPE process_cpu_seconds_total counter"),
@@ -1154,6 +1140,23 @@ async fn a_rotated_client_ca_file_is_trusted_without_restart_and_a_broken_one_is
     );
 }
 
+/// `path` on the secure port: 401 without credentials, 403 with the authorizer's message for
+/// `denied-token` (user `intruder`); returns what `allowed-token` gets (200).
+async fn guarded(client: &Client, addr: SocketAddr, path: &str) -> String {
+    assert_eq!(client.status(addr, path, None).await, Some(401), "{path}");
+    let (status, body) = client.get(addr, path, Some("denied-token")).await.unwrap();
+    assert_eq!(status, 403, "{path}");
+    assert!(
+        body.starts_with(&format!(
+            "forbidden: User \"intruder\" cannot get path \"{path}\""
+        )),
+        "{body}"
+    );
+    let (status, body) = client.get(addr, path, Some("allowed-token")).await.unwrap();
+    assert_eq!(status, 200, "{path}: {body}");
+    body
+}
+
 /// `--profiling` (on by default, as upstream): Go's `/debug/pprof/` paths, each authorized by
 /// a SubjectAccessReview of its path, as `/metrics` is.
 #[tokio::test]
@@ -1170,20 +1173,7 @@ async fn pprof_is_served_behind_the_same_authorization_as_metrics() {
     let client = Client::insecure(None);
     wait_serving(&client, addr, &kcm).await;
 
-    assert_eq!(
-        client.status(addr, "/debug/pprof/heap", None).await,
-        Some(401)
-    );
-    let (status, body) = client
-        .get(addr, "/debug/pprof/heap", Some("denied-token"))
-        .await
-        .unwrap();
-    assert_eq!(status, 403);
-    assert!(
-        body.starts_with("forbidden: User \"intruder\" cannot get path \"/debug/pprof/heap\""),
-        "{body}"
-    );
-
+    let heap = guarded(&client, addr, "/debug/pprof/heap").await;
     let (status, index) = client
         .get(addr, "/debug/pprof/", Some("allowed-token"))
         .await
@@ -1193,11 +1183,6 @@ async fn pprof_is_served_behind_the_same_authorization_as_metrics() {
         index.contains("profile") && index.contains("heap"),
         "{index}"
     );
-    let (status, heap) = client
-        .get(addr, "/debug/pprof/heap", Some("allowed-token"))
-        .await
-        .unwrap();
-    assert_eq!(status, 200, "{heap}");
     let allocated: u64 = heap
         .lines()
         .find_map(|line| line.strip_prefix("# allocated = "))
