@@ -147,13 +147,15 @@ async fn kcm_runs_and_converges_from_kubeadms_command_line() {
     // The secure port moves off 10257 only so parallel runs on one host cannot collide (the
     // last occurrence of a flag wins, as with pflag).
     let secure_port = format!("--secure-port={}", free_port());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kcm"))
-        .args(adapted_flags(etc.path()))
-        .arg(&secure_port)
-        .stdout(Stdio::null())
-        .stderr(log.reopen().unwrap())
-        .spawn()
-        .expect("kcm starts");
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_kcm"))
+            .args(adapted_flags(etc.path()))
+            .arg(&secure_port)
+            .stdout(Stdio::null())
+            .stderr(log.reopen().unwrap())
+            .spawn()
+            .expect("kcm starts"),
+    );
     let read_log = || std::fs::read_to_string(log.path()).unwrap_or_default();
 
     let nodes: Api<Node> = Api::all(server.client());
@@ -185,7 +187,7 @@ async fn kcm_runs_and_converges_from_kubeadms_command_line() {
         "{logged}"
     );
     assert!(
-        child.try_wait().unwrap().is_none(),
+        child.0.try_wait().unwrap().is_none(),
         "kcm keeps running:\n{logged}"
     );
     // kubeadm's --use-service-account-credentials=true: the TTL controller wrote the node as
@@ -200,6 +202,14 @@ async fn kcm_runs_and_converges_from_kubeadms_command_line() {
         ttl_writers,
         ["system:serviceaccount:kube-system:ttl-controller".to_string()].into()
     );
-    let _ = child.kill();
-    let _ = child.wait();
+}
+
+/// The kcm process of a test, killed when the test ends, failed assertions included.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
