@@ -1,4 +1,4 @@
-//! The command line: every flag with its default in --help, and bad input → exit 2.
+//! The command line: every flag with its default in --help, and bad input → exit 1 (upstream's code).
 
 mod common;
 
@@ -121,7 +121,7 @@ fn bad_flags_exit_2_with_a_clear_message() {
     ];
     for (args, needle) in cases {
         let (code, _, stderr) = kcm(args);
-        assert_eq!(code, 2, "{args:?} should exit 2; stderr: {stderr}");
+        assert_eq!(code, 1, "{args:?} should exit 1; stderr: {stderr}");
         assert!(
             stderr.contains(needle),
             "{args:?}: stderr should mention {needle:?}: {stderr}"
@@ -367,7 +367,7 @@ fn a_wrong_type_is_refused_with_gos_message() {
             "{arg}: {error}"
         );
         let (code, _, stderr) = kcm(&[arg]);
-        assert_eq!(code, 2, "{arg}");
+        assert_eq!(code, 1, "{arg}");
         assert!(stderr.contains(message), "{arg}: {stderr}");
     }
     // `--flag BOOL` is not pflag syntax: the word is an argument kcm does not take.
@@ -426,7 +426,7 @@ fn a_negative_number_after_a_space_is_the_flags_value() {
         ),
     ] {
         let (code, _, stderr) = kcm(args);
-        assert_eq!(code, 2, "{args:?}");
+        assert_eq!(code, 1, "{args:?}");
         assert!(stderr.starts_with(message), "{args:?}: {stderr}");
     }
 }
@@ -453,7 +453,7 @@ fn feature_gate_errors_exit_with_upstreams_message() {
     ];
     for (arg, message) in cases {
         let (code, _, stderr) = kcm(&[arg]);
-        assert_eq!(code, 2, "{arg}");
+        assert_eq!(code, 1, "{arg}");
         assert_eq!(stderr, *message, "{arg}");
     }
 }
@@ -614,14 +614,14 @@ fn version_takes_upstreams_values() {
         assert!(stdout.starts_with(version.trim_end()), "{args:?}: {stdout}");
     }
     let (code, _, stderr) = kcm(&["--version=maybe"]);
-    assert_eq!(code, 2);
+    assert_eq!(code, 1);
     assert!(
         stderr.contains("strconv.ParseBool: parsing \"maybe\": invalid syntax"),
         "{stderr}"
     );
     // --version=false is no request: the other flags are checked as usual.
     let (code, _, stderr) = kcm(&["--version=false", "--kube-api-qps=0"]);
-    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(code, 1, "{stderr}");
 }
 
 /// Every gate `--help` of kube-controller-manager v1.36.2 lists (tests/data/upstream-flags.md)

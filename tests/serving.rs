@@ -634,7 +634,7 @@ async fn insecure_or_unsupported_tls_values_are_refused_at_start_with_clear_mess
         ),
     ] {
         let (code, log) = refused(&server, &[flag]).await;
-        assert_eq!(code, Some(2), "{flag}: {log}");
+        assert_eq!(code, Some(1), "{flag}: {log}");
         assert!(log.contains(message), "{flag}: {log}");
     }
 }

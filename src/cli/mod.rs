@@ -170,7 +170,7 @@ fn pflag_syntax(arg: Arg) -> Arg {
     arg
 }
 
-/// Why the command line was rejected; the binary prints it and exits 2.
+/// Why the command line was rejected; the binary prints it and exits 1, as upstream.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CliError {
     #[error("{flag} must be greater than 0, got {value}")]
