@@ -117,6 +117,16 @@ where
     }
 }
 
+async fn claim_count(server: &TestServer) -> usize {
+    let claims: Api<ResourceClaim> = Api::namespaced(server.client(), NS);
+    claims
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .len()
+}
+
 fn kcm_requests(server: &TestServer, verb: &str, resource: &str, sub: &str) -> usize {
     server.count(|r| r.user_agent.contains("kcm/") && r.is(verb, resource, sub))
 }
@@ -358,16 +368,7 @@ async fn a_claim_the_watch_has_not_delivered_yet_is_not_created_twice() {
         "the failed apply was retried"
     );
     assert_eq!(kcm_requests(&server, "create", "resourceclaims", ""), 1);
-    let claims: Api<ResourceClaim> = Api::namespaced(server.client(), NS);
-    assert_eq!(
-        claims
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
+    assert_eq!(claim_count(&server).await, 1);
     kcm.stop().await;
 }
 
@@ -818,15 +819,7 @@ async fn a_pod_group_shares_one_claim_reserved_for_the_group_until_the_group_is_
         let statuses = wait_statuses(&server, &pod.name_any(), 1).await;
         assert_eq!(statuses, [("gpu".to_string(), claim_name.clone())]);
     }
-    assert_eq!(
-        claims
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
+    assert_eq!(claim_count(&server).await, 1);
     assert_eq!(kcm_requests(&server, "create", "resourceclaims", ""), 1);
 
     // The scheduler allocates; the pods on their nodes reserve it for the group, once.

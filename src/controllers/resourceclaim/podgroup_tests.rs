@@ -99,6 +99,32 @@ fn world(
     }
 }
 
+/// Syncs the PodGroup, with DRAWorkloadResourceClaims on.
+fn run_group(
+    groups: Vec<PodGroup>,
+    claims: Vec<ResourceClaim>,
+    templates: Vec<ResourceClaimTemplate>,
+) -> Run {
+    run(
+        world(vec![], groups, claims, templates, WORKLOAD),
+        group_key(),
+    )
+}
+
+/// Syncs `test-pod` in `test-podgroup`, with its claim from `my-template`.
+fn run_pod(
+    groups: Vec<PodGroup>,
+    claims: Vec<ResourceClaim>,
+    templates: Vec<ResourceClaimTemplate>,
+    features: Features,
+) -> Run {
+    let pod = in_group(&pod_with_resource());
+    run(
+        world(vec![pod], groups, claims, templates, features),
+        pod_key(),
+    )
+}
+
 fn group_key() -> Key {
     Key::PodGroup(format!("{NS}/{GROUP}"))
 }
@@ -109,16 +135,7 @@ fn pod_key() -> Key {
 
 #[test]
 fn create_for_pod_group() {
-    let run = run(
-        world(
-            vec![],
-            vec![group_with_resource()],
-            vec![],
-            vec![template()],
-            WORKLOAD,
-        ),
-        group_key(),
-    );
+    let run = run_group(vec![group_with_resource()], vec![], vec![template()]);
     assert_eq!(run.error, None);
     assert_same_claims("create", &run.writes.created, &[templated_group_claim()]);
     assert_eq!(
@@ -169,16 +186,7 @@ fn generated_group_claims_are_cut_as_pod_claims() {
 fn pod_of_a_group_leaves_the_shared_claim_to_the_group() {
     // "skip create for Pod with PodGroup before/after template exists".
     for templates in [vec![], vec![template()]] {
-        let run = run(
-            world(
-                vec![in_group(&pod_with_resource())],
-                vec![group_with_resource()],
-                vec![],
-                templates,
-                WORKLOAD,
-            ),
-            pod_key(),
-        );
+        let run = run_pod(vec![group_with_resource()], vec![], templates, WORKLOAD);
         assert_eq!(run.error, None);
         assert!(run.writes.created.is_empty());
         assert!(run.writes.statuses.is_empty());
@@ -187,15 +195,11 @@ fn pod_of_a_group_leaves_the_shared_claim_to_the_group() {
 
 #[test]
 fn update_pod_status_with_pod_group_claim() {
-    let run = run(
-        world(
-            vec![in_group(&pod_with_resource())],
-            vec![group_with_resource()],
-            vec![templated_group_claim()],
-            vec![template()],
-            WORKLOAD,
-        ),
-        pod_key(),
+    let run = run_pod(
+        vec![group_with_resource()],
+        vec![templated_group_claim()],
+        vec![template()],
+        WORKLOAD,
     );
     assert_eq!(run.error, None);
     assert!(run.writes.created.is_empty());
@@ -204,15 +208,11 @@ fn update_pod_status_with_pod_group_claim() {
 
 #[test]
 fn pod_in_group_gets_its_own_claim_when_the_feature_is_disabled() {
-    let run = run(
-        world(
-            vec![in_group(&pod_with_resource())],
-            vec![group_with_resource()],
-            vec![templated_group_claim()],
-            vec![template()],
-            NO_FEATURES,
-        ),
-        pod_key(),
+    let run = run_pod(
+        vec![group_with_resource()],
+        vec![templated_group_claim()],
+        vec![template()],
+        NO_FEATURES,
     );
     assert_eq!(run.error, None);
     assert_same_claims("own claim", &run.writes.created, &[templated_test_claim()]);
@@ -221,16 +221,7 @@ fn pod_in_group_gets_its_own_claim_when_the_feature_is_disabled() {
 
 #[test]
 fn pod_whose_group_is_not_known_fails_as_upstream() {
-    let run = run(
-        world(
-            vec![in_group(&pod_with_resource())],
-            vec![],
-            vec![],
-            vec![template()],
-            WORKLOAD,
-        ),
-        pod_key(),
-    );
+    let run = run_pod(vec![], vec![], vec![template()], WORKLOAD);
     assert_eq!(
         run.error.as_deref(),
         Some(
@@ -244,30 +235,16 @@ fn pod_whose_group_is_not_known_fails_as_upstream() {
 fn nop_and_recreate_for_pod_group() {
     let recorded_group = group_recorded(&group_with_resource(), GROUP_GENERATED);
     // nop: the recorded claim is there.
-    let nop = run(
-        world(
-            vec![],
-            vec![recorded_group.clone()],
-            vec![templated_group_claim()],
-            vec![template()],
-            WORKLOAD,
-        ),
-        group_key(),
+    let nop = run_group(
+        vec![recorded_group.clone()],
+        vec![templated_group_claim()],
+        vec![template()],
     );
     assert_eq!(nop.error, None);
     assert!(nop.writes.created.is_empty());
     assert!(nop.writes.group_statuses.is_empty());
     // recreate: it was deleted.
-    let recreate = run(
-        world(
-            vec![],
-            vec![recorded_group],
-            vec![],
-            vec![template()],
-            WORKLOAD,
-        ),
-        group_key(),
-    );
+    let recreate = run_group(vec![recorded_group], vec![], vec![template()]);
     assert_eq!(recreate.error, None);
     assert_same_claims(
         "recreate",
@@ -282,16 +259,7 @@ fn nop_and_recreate_for_pod_group() {
 
 #[test]
 fn missing_template_podgroup() {
-    let run = run(
-        world(
-            vec![],
-            vec![group_with_resource()],
-            vec![],
-            vec![],
-            WORKLOAD,
-        ),
-        group_key(),
-    );
+    let run = run_group(vec![group_with_resource()], vec![], vec![]);
     let inner = "resource claim template \"my-template\": resourceclaimtemplate.resource.k8s.io \"my-template\" not found";
     assert_eq!(
         run.error.as_deref(),
@@ -319,15 +287,10 @@ fn missing_template_podgroup() {
 fn find_existing_claim_podgroup() {
     // "find-existing-claim-by-label-podgroup" and "find-created-claim-in-cache-podgroup":
     // the World's claims are the informer and the mutation cache in one.
-    let run = run(
-        world(
-            vec![],
-            vec![group_with_resource()],
-            vec![templated_group_claim()],
-            vec![template()],
-            WORKLOAD,
-        ),
-        group_key(),
+    let run = run_group(
+        vec![group_with_resource()],
+        vec![templated_group_claim()],
+        vec![template()],
     );
     assert_eq!(run.error, None);
     assert!(run.writes.created.is_empty());
@@ -340,10 +303,7 @@ fn find_existing_claim_podgroup() {
 #[test]
 fn no_such_or_deleted_podgroup() {
     for groups in [vec![], vec![being_deleted(&group_with_resource())]] {
-        let run = run(
-            world(vec![], groups, vec![], vec![template()], WORKLOAD),
-            group_key(),
-        );
+        let run = run_group(groups, vec![], vec![template()]);
         assert_eq!(run.error, None);
         assert!(run.writes.created.is_empty());
         assert!(run.writes.group_statuses.is_empty());
@@ -353,15 +313,10 @@ fn no_such_or_deleted_podgroup() {
 #[test]
 fn create_with_other_claim_podgroup() {
     let elsewhere = make_claim(DETERMINISTIC, OTHER_NS, None);
-    let run = run(
-        world(
-            vec![],
-            vec![group_with_resource()],
-            vec![elsewhere],
-            vec![template()],
-            WORKLOAD,
-        ),
-        group_key(),
+    let run = run_group(
+        vec![group_with_resource()],
+        vec![elsewhere],
+        vec![template()],
     );
     assert_eq!(run.error, None);
     assert_same_claims("create", &run.writes.created, &[templated_group_claim()]);
@@ -370,15 +325,10 @@ fn create_with_other_claim_podgroup() {
 #[test]
 fn wrong_claim_owner_podgroup() {
     let conflicting = make_claim("test-podgroup-acme-resource", NS, None);
-    let run = run(
-        world(
-            vec![],
-            vec![group_with_resource()],
-            vec![conflicting.clone()],
-            vec![],
-            WORKLOAD,
-        ),
-        group_key(),
+    let run = run_group(
+        vec![group_with_resource()],
+        vec![conflicting.clone()],
+        vec![],
     );
     assert!(
         run.error.as_deref().is_some_and(

@@ -13,8 +13,8 @@ use super::claims::{
 };
 use super::error::ClaimError;
 use super::plan::{
-    ClaimStep, Cleanup, Consumer, Fetched, Problem, Reservation, Stores, consumers_to_fetch,
-    plan_claim, plan_cleanup, plan_group, plan_pod, plan_reservations,
+    ClaimStep, Cleanup, Consumer, Fetched, PodPlan, Problem, Reservation, Stores,
+    consumers_to_fetch, plan_claim, plan_cleanup, plan_group, plan_pod, plan_reservations,
 };
 use crate::runtime::podgroup::PodGroup;
 use crate::runtime::stored::{key_of, split_key};
@@ -65,19 +65,22 @@ fn report_on(fx: &impl Effects, problem: &Problem, object: &ObjectReference) {
     }
 }
 
-/// Creates or records each entry's claim: the (entry name, claim name) pairs to record, and
-/// the failures, each also a `FailedResourceClaimCreation` event on `object` ("<what>
-/// <entry>: <err>") and wrapped by `wrap` (entry name, error).
+/// Reports the plan's problems, and creates or records each entry's claim: the (entry name,
+/// claim name) pairs to record, and the failures, each also a `FailedResourceClaimCreation`
+/// event on `object` ("<what> <entry>: <err>") and wrapped by `wrap` (entry name, error).
 async fn create_claims(
     fx: &impl Effects,
-    entries: Vec<(String, Result<ClaimStep, ClaimError>)>,
+    plan: PodPlan,
     object: &ObjectReference,
     what: &str,
     wrap: impl Fn(String, ClaimError) -> ClaimError,
 ) -> (Vec<(String, String)>, Vec<ClaimError>) {
+    for problem in &plan.problems {
+        report_on(fx, problem, object);
+    }
     let mut recorded = Vec::new();
     let mut errors = Vec::new();
-    for (entry, step) in entries {
+    for (entry, step) in plan.entries {
         let claim = match step {
             Ok(step) => perform(fx, step).await,
             Err(err) => Err(err),
@@ -108,14 +111,10 @@ pub(super) async fn sync_pod(fx: &impl Effects, key: &str) -> Result<(), ClaimEr
     let Some(plan) = plan_pod(&pod, fx, fx.features())? else {
         return Ok(());
     };
-    let object = pod.object_ref();
-    for problem in &plan.problems {
-        report_on(fx, problem, &object);
-    }
     let (recorded, mut errors) = create_claims(
         fx,
-        plan.entries,
-        &object,
+        plan,
+        &pod.object_ref(),
         "PodResourceClaim",
         |pod_claim, err| ClaimError::PodClaim {
             pod: key.to_string(),
@@ -152,14 +151,10 @@ pub(super) async fn sync_group(fx: &impl Effects, key: &str) -> Result<(), Claim
     let Some(plan) = plan_group(&group, fx, fx.features()) else {
         return Ok(());
     };
-    let object = group.object_ref(&());
-    for problem in &plan.problems {
-        report_on(fx, problem, &object);
-    }
     let (recorded, mut errors) = create_claims(
         fx,
-        plan.entries,
-        &object,
+        plan,
+        &group.object_ref(&()),
         "PodGroupResourceClaim",
         |claim, err| ClaimError::GroupClaim {
             group: key.to_string(),
