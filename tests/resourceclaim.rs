@@ -904,3 +904,18 @@ async fn without_the_gate_pod_groups_are_never_read_and_pods_get_their_own_claim
     kcm.stop().await;
     assert_eq!(pod_group_requests(&server), 0);
 }
+
+#[tokio::test]
+async fn a_pod_created_before_its_group_records_the_groups_claim_once_there() {
+    let server = server_with_pod_groups().await;
+    create_template(&server, "gpu-template", false).await;
+    let kcm = InProcess::start(&server, &[CONTROLLERS, WORKLOAD_GATES]).await;
+    // The pod names a group that does not exist yet: it gets no claim of its own (upstream's
+    // sync fails until the group is there), and the group's arrival brings its pods back.
+    create_member(&server, "gang-0", "node-1").await;
+    create_group(&server).await;
+    let statuses = wait_statuses(&server, "gang-0", 1).await;
+    assert!(statuses[0].1.starts_with("gang-gpu-"), "{statuses:?}");
+    assert_eq!(claim_count(&server).await, 1);
+    kcm.stop().await;
+}
