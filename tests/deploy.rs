@@ -144,13 +144,19 @@ fn every_manifest_parses_into_its_type_with_nothing_left_over() {
         }
         *kinds.entry(kind).or_default() += 1;
     }
-    // Five controllers and the shared informers, the shadow variant's read-only role, and
-    // Prometheus' metrics reader (bound by the operator, not here).
-    assert_eq!(kinds["ClusterRole"], CONTROLLERS.len() + 3, "{kinds:?}");
+    // Five controllers and the shared informers, the shadow variant's read-only role,
+    // Prometheus' metrics reader (bound by the operator, not here), and the rules of each
+    // gated part of a controller (workload-claims.yaml).
+    let gated: usize = CONTROLLERS.iter().map(|e| e.gated.len()).sum();
+    assert_eq!(
+        kinds["ClusterRole"],
+        CONTROLLERS.len() + 3 + gated,
+        "{kinds:?}"
+    );
     // Each of kcm's roles but the metrics reader, plus system:auth-delegator.
     assert_eq!(
         kinds["ClusterRoleBinding"],
-        CONTROLLERS.len() + 3,
+        CONTROLLERS.len() + 3 + gated,
         "{kinds:?}"
     );
 }
@@ -224,6 +230,28 @@ fn controller_roles_equal_the_rbac_table() {
         informs.extend(table_rules(entry.informs));
         every_rule.extend(table);
     }
+    // DRAWorkloadResourceClaims: its own role, applied only where the gate is on.
+    let resourceclaim = CONTROLLERS
+        .iter()
+        .find(|e| e.controller == kcm::cli::Controller::ResourceClaim)
+        .unwrap();
+    let [workload] = resourceclaim.gated else {
+        panic!("one gated part of resourceclaim-controller");
+    };
+    assert_eq!(
+        workload.gate,
+        kcm::cli::FeatureGate::DraWorkloadResourceClaims
+    );
+    let role: ClusterRole = one(
+        &objects,
+        "ClusterRole",
+        "kcm:resourceclaim-controller-workload-claims",
+    );
+    assert_eq!(
+        grants(role.rules.as_deref().unwrap_or_default()),
+        grants(&[table_rules(workload.rbac), table_rules(workload.informs)].concat()),
+        "workload-claims.yaml differs from the gated rules in the table"
+    );
     let shared: ClusterRole = one(&objects, "ClusterRole", "kcm:shared-informers");
     assert_eq!(
         grants(shared.rules.as_deref().unwrap_or_default()),

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use common::{DEADLINE, FAST_LEASE, Kcm, eventually};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::api::{Api, PostParams};
 use kube_testserver::{Fault, TestServer};
 use serde_json::json;
@@ -214,48 +215,55 @@ async fn failed_writes_are_retried_on_client_go_backoff_curve() {
 }
 
 #[tokio::test]
-async fn the_claim_controller_stands_aside_when_podgroup_claims_are_on() {
-    let server = TestServer::start().await;
+async fn the_claim_controller_runs_with_podgroup_claims_on() {
+    let server = TestServer::start_with(kube_testserver::Options {
+        pod_groups: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     let kcm = Kcm::start(
         server.kubeconfig_path(),
         &[
-            "--controllers=ttl,resource-claim-controller",
+            "--controllers=resource-claim-controller",
             // DRAWorkloadResourceClaims depends on GenericWorkload, as upstream.
             "--feature-gates=GenericWorkload=true,DRAWorkloadResourceClaims=true",
             "--leader-elect=false",
         ],
     );
-    eventually(
-        "the log says why the claim controller is not running",
-        DEADLINE,
-        || async { kcm.log().contains("kcm does not implement PodGroup claims") },
-    )
-    .await;
-    // The other controllers run as usual.
-    eventually("ttl starts", DEADLINE, || async {
+    eventually("resourceclaim-controller starts", DEADLINE, || async {
         let log = kcm.log();
-        log.contains("starting controller") && log.contains("ttl-controller")
+        log.contains("starting controller") && log.contains("resourceclaim-controller")
     })
     .await;
-    // Nothing acts on pods' template claims.
+    // It watches PodGroups, and still makes a pod's own template claims.
+    eventually("PodGroups are watched", DEADLINE, || async {
+        server.count(|r| r.user_agent.contains("kcm/") && r.is("watch", "podgroups", "")) > 0
+    })
+    .await;
+    let templates: Api<ResourceClaimTemplate> = Api::namespaced(server.client(), "default");
+    let template: ResourceClaimTemplate =
+        serde_json::from_value(json!({ "metadata": { "name": "t" }, "spec": { "spec": {} } }))
+            .unwrap();
+    templates
+        .create(&Default::default(), &template)
+        .await
+        .unwrap();
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    let pod: Pod = serde_json::from_value(serde_json::json!({
+    let pod: Pod = serde_json::from_value(json!({
         "metadata": { "name": "p" },
         "spec": { "containers": [{ "name": "c", "image": "i" }],
                   "resourceClaims": [{ "name": "gpu", "resourceClaimTemplateName": "t" }] }
     }))
     .unwrap();
     pods.create(&Default::default(), &pod).await.unwrap();
-    eventually("ttl has seen the cluster", DEADLINE, || async {
-        server.count(|r| r.user_agent.contains("kcm/") && r.is("watch", "nodes", "")) > 0
+    eventually("the pod's claim is recorded", DEADLINE, || async {
+        let pod = pods.get("p").await.unwrap();
+        pod.status
+            .and_then(|s| s.resource_claim_statuses)
+            .is_some_and(|s| s.len() == 1 && s[0].resource_claim_name.is_some())
     })
     .await;
-    assert_eq!(
-        server.count(
-            |r| r.user_agent.contains("kcm/") && r.info.resource.starts_with("resourceclaim")
-        ),
-        0
-    );
 }
 
 #[tokio::test]

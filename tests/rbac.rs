@@ -78,6 +78,45 @@ fn each_controllers_rules_are_within_its_bootstrap_role() {
     }
 }
 
+/// Rules a controller needs only with a gate on are not in the v1.36.2 bootstrap roles (the
+/// API server's default gates), and are upstream's for that gate: its bootstrap policy gives
+/// system:controller:resource-claim-controller, with DRAWorkloadResourceClaims, get/list/watch
+/// on podgroups and update/patch on podgroups/status (plugin/pkg/auth/authorizer/rbac/
+/// bootstrappolicy/controller_policy.go).
+#[test]
+fn gated_rules_are_upstreams_for_the_gate_and_not_in_the_default_roles() {
+    let bootstrap = bootstrap();
+    let mut seen = 0;
+    for entry in CONTROLLERS {
+        let role = format!("system:controller:{}", entry.client);
+        let upstream = role_rules(&bootstrap, "ClusterRole", &role);
+        for gated in entry.gated {
+            assert_eq!(gated.gate, kcm::cli::FeatureGate::DraWorkloadResourceClaims);
+            for r in requests(gated.rbac) {
+                assert!(
+                    !allows(&upstream, &request(&r, "")),
+                    "{r:?} is in {role} without the gate"
+                );
+            }
+            let expected = [
+                Rule::new(
+                    &["scheduling.k8s.io"],
+                    &["podgroups"],
+                    &["get", "list", "watch"],
+                ),
+                Rule::new(
+                    &["scheduling.k8s.io"],
+                    &["podgroups/status"],
+                    &["update", "patch"],
+                ),
+            ];
+            assert_eq!(requests(gated.rbac), requests(&expected), "{role}");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 1, "resourceclaim-controller's PodGroup rules");
+}
+
 #[test]
 fn the_resourceclaim_controller_may_bind_claims() {
     let entry = CONTROLLERS
@@ -112,9 +151,15 @@ async fn the_process_identity_needs_no_more_than_the_controller_managers_user() 
         &rbac_objects(kustomize(&repo_path("deploy/control-plane"))),
     );
     let user = UserInfo::new(CONTROLLER_MANAGER, &[]);
+    // Gated informers too (PodGroups): the user may list and watch everything.
     let informs: Vec<Rule> = CONTROLLERS
         .iter()
-        .flat_map(|e| e.informs.iter().copied())
+        .flat_map(|e| {
+            e.informs
+                .iter()
+                .chain(e.gated.iter().flat_map(|g| g.informs))
+        })
+        .copied()
         .collect();
     let cluster_wide = [&informs[..], AUTH_DELEGATOR].concat();
     let in_kube_system = [

@@ -9,6 +9,7 @@ use std::time::Duration;
 use common::{DEADLINE, InProcess, eventually};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
+use kcm::runtime::podgroup::PodGroup;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube_testserver::{Fault, TestServer};
@@ -114,6 +115,16 @@ where
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+async fn claim_count(server: &TestServer) -> usize {
+    let claims: Api<ResourceClaim> = Api::namespaced(server.client(), NS);
+    claims
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .len()
 }
 
 fn kcm_requests(server: &TestServer, verb: &str, resource: &str, sub: &str) -> usize {
@@ -357,16 +368,7 @@ async fn a_claim_the_watch_has_not_delivered_yet_is_not_created_twice() {
         "the failed apply was retried"
     );
     assert_eq!(kcm_requests(&server, "create", "resourceclaims", ""), 1);
-    let claims: Api<ResourceClaim> = Api::namespaced(server.client(), NS);
-    assert_eq!(
-        claims
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
+    assert_eq!(claim_count(&server).await, 1);
     kcm.stop().await;
 }
 
@@ -706,5 +708,214 @@ async fn shadow_mode_creates_nothing_and_does_not_retry_forever() {
         None,
         "the sync succeeded: nothing to record, nothing to retry"
     );
+    kcm.stop().await;
+}
+
+const WORKLOAD_GATES: &str = "--feature-gates=DRAWorkloadResourceClaims=true,GenericWorkload=true";
+
+/// A server that serves PodGroups, as a cluster with the alpha API enabled.
+async fn server_with_pod_groups() -> TestServer {
+    TestServer::start_with(kube_testserver::Options {
+        pod_groups: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+}
+
+/// PodGroup `gang` sharing claim `gpu` from `gpu-template`.
+async fn create_group(server: &TestServer) -> PodGroup {
+    let groups: Api<PodGroup> = Api::namespaced(server.client(), NS);
+    create(
+        &groups,
+        json!({
+            "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+            "metadata": { "name": "gang" },
+            "spec": { "schedulingPolicy": { "gang": { "minCount": 2 } },
+                      "resourceClaims": [{ "name": "gpu", "resourceClaimTemplateName": "gpu-template" }] }
+        }),
+    )
+    .await
+}
+
+/// Pod `name` in PodGroup `gang`, with the group's claim entry, on `node`.
+async fn create_member(server: &TestServer, name: &str, node: &str) -> Pod {
+    let pods: Api<Pod> = Api::namespaced(server.client(), NS);
+    create(
+        &pods,
+        json!({ "metadata": { "name": name }, "spec": {
+            "nodeName": node, "schedulingGroup": { "podGroupName": "gang" },
+            "containers": [{ "name": "c", "image": "i" }],
+            "resourceClaims": [{ "name": "gpu", "resourceClaimTemplateName": "gpu-template" }] } }),
+    )
+    .await
+}
+
+fn pod_group_requests(server: &TestServer) -> usize {
+    server.count(|r| r.user_agent.contains("kcm/") && r.info.resource == "podgroups")
+}
+
+#[tokio::test]
+async fn a_pod_group_shares_one_claim_reserved_for_the_group_until_the_group_is_deleted() {
+    let server = server_with_pod_groups().await;
+    create_template(&server, "gpu-template", false).await;
+    let kcm = InProcess::start(&server, &[CONTROLLERS, WORKLOAD_GATES]).await;
+    let group = create_group(&server).await;
+    let groups: Api<PodGroup> = Api::namespaced(server.client(), NS);
+    let claim_name = wait_for("the group's claim recorded", || async {
+        let group = groups.get("gang").await.unwrap();
+        let status = group.claim_statuses().first().cloned()?;
+        assert_eq!(status.name, "gpu");
+        status.resource_claim_name
+    })
+    .await;
+    assert!(claim_name.starts_with("gang-gpu-"), "{claim_name}");
+    assert_eq!(claim_name.len(), "gang-gpu-".len() + 5);
+    let claims: Api<ResourceClaim> = Api::namespaced(server.client(), NS);
+    let claim = claims.get(&claim_name).await.unwrap();
+    let owner = &claim.owner_references()[0];
+    assert_eq!(
+        (
+            owner.api_version.as_str(),
+            owner.kind.as_str(),
+            owner.name.as_str(),
+            owner.uid.as_str(),
+            owner.controller
+        ),
+        (
+            "scheduling.k8s.io/v1alpha2",
+            "PodGroup",
+            "gang",
+            group.metadata.uid.as_deref().unwrap(),
+            Some(true)
+        )
+    );
+    assert_eq!(
+        claim
+            .annotations()
+            .get("resource.kubernetes.io/pod-claim-name")
+            .map(String::as_str),
+        Some("gpu")
+    );
+    // The group's status is recorded by server-side apply, as upstream's ApplyStatus.
+    let apply = server
+        .requests()
+        .into_iter()
+        .find(|r| r.user_agent.contains("kcm/") && r.is("patch", "podgroups", "status"))
+        .expect("the status apply");
+    assert!(
+        apply.query.contains("fieldManager=ResourceClaimController"),
+        "{}",
+        apply.query
+    );
+    assert!(apply.query.contains("force=true"), "{}", apply.query);
+
+    // Its pods, bound to nodes, record the group's claim and create none of their own.
+    let members = [
+        create_member(&server, "gang-0", "node-1").await,
+        create_member(&server, "gang-1", "node-2").await,
+    ];
+    for pod in &members {
+        let statuses = wait_statuses(&server, &pod.name_any(), 1).await;
+        assert_eq!(statuses, [("gpu".to_string(), claim_name.clone())]);
+    }
+    assert_eq!(claim_count(&server).await, 1);
+    assert_eq!(kcm_requests(&server, "create", "resourceclaims", ""), 1);
+
+    // The scheduler allocates; the pods on their nodes reserve it for the group, once.
+    claims
+        .patch(
+            &claim_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "finalizers": [FINALIZER] } })),
+        )
+        .await
+        .unwrap();
+    claims
+        .patch_status(
+            &claim_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "allocation": { "devices": { "results": [] } } } })),
+        )
+        .await
+        .unwrap();
+    let group_entry = json!([{ "apiGroup": "scheduling.k8s.io", "resource": "podgroups",
+        "name": "gang", "uid": group.metadata.uid }]);
+    wait_for("reserved for the group", || async {
+        let claim = claims.get(&claim_name).await.unwrap();
+        let reserved = serde_json::to_value(claim.status?.reserved_for).unwrap();
+        (reserved == group_entry).then_some(())
+    })
+    .await;
+
+    // The pods finish: the group still holds the claim.
+    for pod in &members {
+        set_phase(&server, &pod.name_any(), "Succeeded").await;
+    }
+    // The group is deleted: its reservation goes, the claim is deallocated, and the garbage
+    // collector's deletion completes once the finalizer is removed.
+    groups.delete("gang", &Default::default()).await.unwrap();
+    eventually("the claim is released and deleted", DEADLINE, || async {
+        claims.get_opt(&claim_name).await.unwrap().is_none()
+    })
+    .await;
+    let release = server
+        .requests()
+        .into_iter()
+        .find(|r| {
+            r.user_agent.contains("kcm/")
+                && r.is("update", "resourceclaims", "status")
+                && r.body
+                    .as_ref()
+                    .is_some_and(|b| b["status"]["reservedFor"] == json!([]))
+        })
+        .expect("the release");
+    assert!(
+        release.body.unwrap()["status"]
+            .get("allocation")
+            .is_none_or(Value::is_null)
+    );
+    assert_eq!(kcm_requests(&server, "patch", "podgroups", "status"), 1);
+    kcm.stop().await;
+}
+
+#[tokio::test]
+async fn without_the_gate_pod_groups_are_never_read_and_pods_get_their_own_claims() {
+    let server = server_with_pod_groups().await;
+    create_template(&server, "gpu-template", false).await;
+    let kcm = InProcess::start(&server, &[CONTROLLERS]).await;
+    create_group(&server).await;
+    let pod = create_member(&server, "gang-0", "node-1").await;
+    let statuses = wait_statuses(&server, "gang-0", 1).await;
+    let claims: Api<ResourceClaim> = Api::namespaced(server.client(), NS);
+    let claim = claims.get(&statuses[0].1).await.unwrap();
+    assert_eq!(claim.owner_references()[0].uid, pod.uid().unwrap());
+    assert!(statuses[0].1.starts_with("gang-0-gpu-"));
+    let groups: Api<PodGroup> = Api::namespaced(server.client(), NS);
+    assert!(
+        groups
+            .get("gang")
+            .await
+            .unwrap()
+            .claim_statuses()
+            .is_empty()
+    );
+    assert_eq!(pod_group_requests(&server), 0);
+    kcm.stop().await;
+    assert_eq!(pod_group_requests(&server), 0);
+}
+
+#[tokio::test]
+async fn a_pod_created_before_its_group_records_the_groups_claim_once_there() {
+    let server = server_with_pod_groups().await;
+    create_template(&server, "gpu-template", false).await;
+    let kcm = InProcess::start(&server, &[CONTROLLERS, WORKLOAD_GATES]).await;
+    // The pod names a group that does not exist yet: it gets no claim of its own (upstream's
+    // sync fails until the group is there), and the group's arrival brings its pods back.
+    create_member(&server, "gang-0", "node-1").await;
+    create_group(&server).await;
+    let statuses = wait_statuses(&server, "gang-0", 1).await;
+    assert!(statuses[0].1.starts_with("gang-gpu-"), "{statuses:?}");
+    assert_eq!(claim_count(&server).await, 1);
     kcm.stop().await;
 }

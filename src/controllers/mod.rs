@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use self::controller::Controller;
 pub use self::error::{ControllerError, joined};
-use crate::features::FeatureGate;
+use crate::features::{FeatureGate, FeatureGates};
 use crate::runtime::clock::Clock;
 use crate::runtime::controller::ControllerBuilder;
 use crate::runtime::events::EventRecorder;
@@ -103,7 +103,40 @@ pub struct Descriptor {
     /// What its shared informers list and watch (upstream makes those reads under
     /// kube-controller-manager's own identity, not the controller's role).
     pub informs: &'static [Rule],
+    /// What it needs only with a gate on; upstream's bootstrap role has these rules only
+    /// when the API server runs with that gate.
+    pub gated: &'static [Gated],
     pub run: fn(Context) -> BoxFuture<'static, Result<(), ControllerError>>,
+}
+
+/// Rules a controller needs only with `gate` on.
+#[derive(Debug, Clone, Copy)]
+pub struct Gated {
+    pub gate: FeatureGate,
+    pub rbac: &'static [Rule],
+    pub informs: &'static [Rule],
+}
+
+impl Descriptor {
+    /// Its role's rules with `gates`: `rbac`, plus the gated rules of the gates that are on.
+    pub fn rbac_with(&self, gates: &FeatureGates) -> Vec<Rule> {
+        self.with(gates, self.rbac, |g| g.rbac)
+    }
+
+    /// Its informers' reads with `gates`.
+    pub fn informs_with(&self, gates: &FeatureGates) -> Vec<Rule> {
+        self.with(gates, self.informs, |g| g.informs)
+    }
+
+    fn with(
+        &self,
+        gates: &FeatureGates,
+        always: &[Rule],
+        part: fn(&Gated) -> &'static [Rule],
+    ) -> Vec<Rule> {
+        let gated = self.gated.iter().filter(|g| gates.enabled(g.gate));
+        always.iter().chain(gated.flat_map(part)).copied().collect()
+    }
 }
 
 /// Every controller kcm has, in [`Controller::ALL`] order (indexed by it). Adding one is a

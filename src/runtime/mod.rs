@@ -18,6 +18,7 @@ pub mod leader;
 pub mod lock;
 pub mod metrics;
 pub mod mutation;
+pub mod podgroup;
 pub mod quantity;
 pub mod queue;
 pub mod rbac;

@@ -19,6 +19,7 @@ use kube::Resource;
 use kube::core::PartialObjectMeta;
 use serde::de::DeserializeOwned;
 
+use super::podgroup::PodGroup;
 use super::view;
 
 /// The annotation `kubectl apply` leaves on objects; large and never read by controllers.
@@ -132,6 +133,7 @@ impl Shaped for PersistentVolumeClaim {}
 impl Shaped for ResourceClaim {}
 impl Shaped for DeviceClass {}
 impl Shaped for ResourceClaimTemplate {}
+impl Shaped for PodGroup {}
 
 impl Shaped for ReplicationController {
     fn shape(&mut self) {

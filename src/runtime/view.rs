@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     PodAffinity, PodAntiAffinity, PodExtendedResourceClaimStatus, PodResourceClaim,
-    PodResourceClaimStatus,
+    PodResourceClaimStatus, PodSchedulingGroup,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -643,15 +643,17 @@ pub struct PodSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub priority_class_name: Option<Arc<str>>,
-    #[serde(
-        default,
-        deserialize_with = "boxed_opt",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub resource_claims: Option<Box<[PodResourceClaim]>>,
+    /// A thin box (8 bytes), as most pods have none: room for `scheduling_group` within the
+    /// size class.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_claims: Option<Box<Vec<PodResourceClaim>>>,
     /// Boxed, as most pods have none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resources: Option<Box<ResourceRequirements>>,
+    /// The PodGroup the pod belongs to (resourceclaim, DRAWorkloadResourceClaims). Boxed, as
+    /// most pods have none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduling_group: Option<Box<PodSchedulingGroup>>,
 }
 
 /// `spec.affinity` without node affinity (quota only asks about cross-namespace pod terms).
@@ -914,7 +916,7 @@ mod tests {
         );
         let affinity = spec.affinity.as_ref().expect("affinity");
         assert!(affinity.pod_affinity.is_some() && affinity.pod_anti_affinity.is_none());
-        assert_eq!(spec.resource_claims.as_deref().map(<[_]>::len), Some(1));
+        assert_eq!(spec.resource_claims.as_deref().map(Vec::len), Some(1));
 
         let status = p.status.as_ref().expect("status");
         assert_eq!(status.phase.as_deref(), Some("Running"));

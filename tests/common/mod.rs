@@ -140,10 +140,11 @@ pub struct InProcess {
 /// What the deployment grants the selected controllers: their roles, their informers' reads,
 /// and the leader-election Role in the lease's namespace.
 fn granted(settings: &kcm::cli::Settings) -> (Vec<PolicyRule>, Vec<PolicyRule>, String) {
+    let gates = &settings.feature_gates;
     let cluster: Vec<PolicyRule> = kcm::app::CONTROLLERS
         .iter()
         .filter(|e| settings.enabled_controllers.contains(&e.controller))
-        .flat_map(|e| e.rbac.iter().chain(e.informs))
+        .flat_map(|e| [e.rbac_with(gates), e.informs_with(gates)].concat())
         .map(|r| r.policy_rule())
         .collect();
     let (leader, namespace) = match &settings.leader_election {

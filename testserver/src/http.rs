@@ -659,21 +659,50 @@ fn version_info() -> Value {
 }
 
 fn group_list(types: &[ResourceType]) -> Value {
-    let mut groups: Vec<(String, String)> = types
-        .iter()
-        .filter(|t| !t.group.is_empty())
-        .map(|t| (t.group.clone(), t.version.clone()))
-        .collect();
-    groups.sort();
-    groups.dedup();
-    let groups: Vec<Value> = groups
+    let mut versions: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for t in types.iter().filter(|t| !t.group.is_empty()) {
+        versions.entry(&t.group).or_default().push(&t.version);
+    }
+    let groups: Vec<Value> = versions
         .into_iter()
-        .map(|(g, v)| {
-            let gv = json!({ "groupVersion": format!("{g}/{v}"), "version": v });
-            json!({ "name": g, "versions": [gv.clone()], "preferredVersion": gv })
+        .map(|(g, mut vs)| {
+            // One entry per group, its versions by priority (GA, beta, alpha), as the real
+            // server lists them (scheduling.k8s.io: v1, and v1alpha2 when PodGroups are on).
+            vs.sort_by_key(|v| version_priority(v));
+            vs.dedup();
+            let gvs: Vec<Value> = vs
+                .iter()
+                .map(|v| json!({ "groupVersion": format!("{g}/{v}"), "version": v }))
+                .collect();
+            json!({ "name": g, "versions": gvs.clone(), "preferredVersion": gvs[0] })
         })
         .collect();
     json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups })
+}
+
+/// A sort key putting `v2` before `v1` before `v1beta1` before `v1alpha2` (apimachinery's
+/// version priority).
+fn version_priority(version: &str) -> (u8, std::cmp::Reverse<u32>, std::cmp::Reverse<u32>) {
+    let digits = |s: &str| s.parse::<u32>().unwrap_or(0);
+    let rest = version.strip_prefix('v').unwrap_or(version);
+    let major_end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    let (major, tail) = rest.split_at(major_end);
+    let (stage, minor) = if tail.is_empty() {
+        (0, "")
+    } else if let Some(m) = tail.strip_prefix("beta") {
+        (1, m)
+    } else if let Some(m) = tail.strip_prefix("alpha") {
+        (2, m)
+    } else {
+        (3, tail)
+    };
+    (
+        stage,
+        std::cmp::Reverse(digits(major)),
+        std::cmp::Reverse(digits(minor)),
+    )
 }
 
 /// The path of a group-version in the OpenAPI v3 index: `api/v1` or `apis/<group>/<version>`.

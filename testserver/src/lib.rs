@@ -11,6 +11,7 @@ mod events;
 mod faults;
 mod http;
 pub mod patch;
+pub mod podgroups;
 pub mod rbac;
 mod resources;
 mod reviews;
@@ -47,6 +48,9 @@ pub struct Options {
     pub bookmark_interval: Duration,
     /// Run the owner-reference garbage collector, as a real cluster does.
     pub garbage_collector: bool,
+    /// Serve `scheduling.k8s.io/v1alpha2` PodGroups, as a cluster with the alpha API (and
+    /// GenericWorkload) enabled does.
+    pub pod_groups: bool,
 }
 
 impl Default for Options {
@@ -56,6 +60,7 @@ impl Default for Options {
             event_window: 10_000,
             bookmark_interval: Duration::from_secs(1),
             garbage_collector: true,
+            pod_groups: false,
         }
     }
 }
@@ -88,6 +93,9 @@ impl TestServer {
             tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], options.port))).await?;
         let addr = listener.local_addr()?;
         let store = Arc::new(Store::new(options.event_window));
+        if options.pod_groups {
+            store.register(podgroups::resource_type());
+        }
         let faults = Arc::new(Faults::default());
         let reviews = Arc::new(Reviews::default());
         let shared = Arc::new(http::Shared {

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use crate::error::ApiError;
 use crate::events::{self, CORE_EVENTS, View};
 use crate::patch::{self, Ownership, PatchError};
+use crate::podgroups;
 use crate::resources::{ResourceType, ScaleSelector, builtin_types};
 use crate::selector::{FieldSelector, LabelSelector, field_value};
 
@@ -921,6 +922,9 @@ impl State {
         if rt.key() == CORE_EVENTS {
             events::legacy_validate(&new, via).map_err(|e| events::invalid_error(rt, &key.1, e))?;
         }
+        if podgroups::is_pod_groups(rt) {
+            podgroups::validate_update(rt, &new, &current)?;
+        }
         if spec_part(&new) != spec_part(&current) {
             let generation = cur_meta["generation"].as_i64().unwrap_or(0) + 1;
             meta_mut(&mut new).insert("generation".into(), json!(generation));
@@ -1035,6 +1039,9 @@ impl State {
         apply_defaults(rt, &mut obj);
         if rt.key() == CORE_EVENTS {
             events::validate_create(&obj, via).map_err(|e| events::invalid_error(rt, &name, e))?;
+        }
+        if podgroups::is_pod_groups(rt) {
+            podgroups::validate_create(rt, &obj)?;
         }
         let m = meta_mut(&mut obj);
         m.insert("name".into(), json!(name));

@@ -103,3 +103,107 @@ async fn version_and_health_endpoints() {
     let resp = common::http_get(server.addr(), "/readyz").await.unwrap();
     assert_eq!((resp.status, resp.body.as_str()), (200, "ok"));
 }
+
+/// PodGroups (`scheduling.k8s.io/v1alpha2`) are served only when enabled, beside
+/// `scheduling.k8s.io/v1` in one group; their status is a subresource that takes server-side
+/// apply, and v1.36's validation holds.
+#[tokio::test]
+async fn pod_groups_are_served_only_when_enabled() {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+    use serde_json::json;
+
+    let gvk = GroupVersionKind::gvk("scheduling.k8s.io", "v1alpha2", "PodGroup");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "podgroups");
+    let group = |claims: serde_json::Value| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+            "metadata": { "name": "gang" },
+            "spec": { "schedulingPolicy": { "basic": {} }, "resourceClaims": claims },
+            "status": { "resourceClaimStatuses": [{ "name": "gpu", "resourceClaimName": "x" }] }
+        }))
+        .unwrap()
+    };
+    let claims = json!([{ "name": "gpu", "resourceClaimTemplateName": "t" }]);
+
+    let plain = TestServer::start().await;
+    let discovery = Discovery::new(plain.client()).run().await.unwrap();
+    let scheduling = discovery.get("scheduling.k8s.io").unwrap();
+    assert_eq!(scheduling.versions().collect::<Vec<_>>(), ["v1"]);
+    let api: Api<DynamicObject> = Api::namespaced_with(plain.client(), "default", &resource);
+    let err = api
+        .create(&PostParams::default(), &group(claims.clone()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref e) if e.code == 404),
+        "{err}"
+    );
+
+    let server = TestServer::start_with(kube_testserver::Options {
+        pod_groups: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let discovery = Discovery::new(server.client()).run().await.unwrap();
+    let scheduling = discovery.get("scheduling.k8s.io").unwrap();
+    assert_eq!(
+        scheduling.versions().collect::<Vec<_>>(),
+        ["v1", "v1alpha2"]
+    );
+    assert_eq!(scheduling.preferred_version_or_latest(), "v1");
+    let api: Api<DynamicObject> = Api::namespaced_with(server.client(), "default", &resource);
+    // The status a create carries is dropped.
+    let created = api
+        .create(&PostParams::default(), &group(claims.clone()))
+        .await
+        .unwrap();
+    assert_eq!(created.data["status"], json!({}));
+    // Status by server-side apply, checked against the claims.
+    let apply = |name: &str| {
+        json!({ "apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+                "metadata": { "name": "gang", "namespace": "default" },
+                "status": { "resourceClaimStatuses": [{ "name": name, "resourceClaimName": "gang-gpu-abcde" }] } })
+    };
+    let params = PatchParams::apply("ResourceClaimController").force();
+    let applied = api
+        .patch_status("gang", &params, &Patch::Apply(apply("gpu")))
+        .await
+        .unwrap();
+    assert_eq!(
+        applied.data["status"]["resourceClaimStatuses"],
+        json!([{ "name": "gpu", "resourceClaimName": "gang-gpu-abcde" }])
+    );
+    let err = api
+        .patch_status("gang", &params, &Patch::Apply(apply("cpu")))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "status.resourceClaimStatuses[0].name: Invalid value: \"cpu\": must match the name of an entry in `spec.resourceClaims`"
+        ),
+        "{err}"
+    );
+    // The claims are immutable, and checked on create.
+    let err = api
+        .patch(
+            "gang",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "resourceClaims": [] } })),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("spec.resourceClaims: Invalid value: \"null\": field is immutable"),
+        "{err}"
+    );
+    let mut unsourced = group(json!([{ "name": "gpu" }]));
+    unsourced.metadata.name = Some("other".into());
+    let err = api
+        .create(&PostParams::default(), &unsourced)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("must specify one of"), "{err}");
+}

@@ -70,6 +70,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         informs(&["apps"], &["replicasets", "deployments", "statefulsets"]),
     ],
     api: Some(("policy", "v1")),
+    gated: &[],
     run: |ctx| run(ctx).boxed(),
 };
 

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::PodResourceClaim;
+use k8s_openapi::api::core::v1::{PodResourceClaim, PodResourceClaimStatus};
 use k8s_openapi::api::resource::v1::{
     ResourceClaim, ResourceClaimConsumerReference, ResourceClaimSpec, ResourceClaimStatus,
     ResourceClaimTemplate,
@@ -14,7 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
-use crate::runtime::stored::key_of;
+use crate::runtime::podgroup::{self, PodGroup};
+use crate::runtime::stored::{controller_of, key_of};
 use crate::runtime::view::Pod;
 
 /// Set on claims generated from a template; the value is the pod's `spec.resourceClaims[].name`.
@@ -35,6 +36,8 @@ const MAX_BASE_LEN: usize = 57;
 pub struct Features {
     pub admin_access: bool,
     pub prioritized_list: bool,
+    /// DRAWorkloadResourceClaims: claims shared by the pods of a PodGroup.
+    pub workload_claims: bool,
 }
 
 /// What a pod's claim entry names.
@@ -46,21 +49,68 @@ pub enum Resolved<'a> {
     NotNeeded,
 }
 
-/// Why a pod's claim entry names no claim (upstream's wording).
+/// Why a pod's or PodGroup's claim entry names no claim (upstream's wording, which differs
+/// between the two).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
     #[error("pod \"{pod}\": ResourceClaim not created yet")]
     NotCreatedYet { pod: String },
     #[error("pod \"{pod}\", spec.resourceClaim \"{claim}\": none of the supported fields are set")]
     Unsupported { pod: String, claim: String },
+    #[error("PodGroup {group}: ResourceClaim not created yet")]
+    GroupNotCreatedYet { group: String },
+    #[error("PodGroup {group}, spec.resourceClaim {claim}: none of the supported fields are set")]
+    GroupUnsupported { group: String, claim: String },
 }
 
-/// `resourceclaim.IsForPod`'s error: the claim is not the pod's.
+impl ResolveError {
+    /// The entry names a template whose claim is not recorded yet: it is to be created.
+    pub fn not_created_yet(&self) -> bool {
+        matches!(
+            self,
+            Self::NotCreatedYet { .. } | Self::GroupNotCreatedYet { .. }
+        )
+    }
+}
+
+/// `resourceclaim.IsForPod` / `IsForPodGroup`'s error: the claim is not the owner's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("ResourceClaim {claim} was not created for pod {pod} (pod is not owner)")]
-pub struct NotForPod {
-    claim: String,
-    pod: String,
+pub enum NotForPod {
+    #[error("ResourceClaim {claim} is not in the same namespace as {kind} {owner}")]
+    OtherNamespace {
+        claim: String,
+        kind: &'static str,
+        owner: String,
+    },
+    #[error("ResourceClaim {claim} was not created for {kind} {owner} ({kind} is not owner)")]
+    NotOwner {
+        claim: String,
+        kind: &'static str,
+        owner: String,
+    },
+    #[error(
+        "ResourceClaim {claim} was not created for Pod {pod} (neither Pod nor PodGroup {group} is the owner)"
+    )]
+    NeitherOwner {
+        claim: String,
+        pod: String,
+        group: String,
+    },
+}
+
+/// `resourceclaim.BindTo`'s error: an entry the API does not allow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BindError {
+    #[error("Pod {pod} claim {claim}: none of the supported fields are set")]
+    PodUnsupported { pod: String, claim: String },
+    #[error("PodGroup {group} claim {claim}: none of the supported fields are set")]
+    GroupUnsupported { group: String, claim: String },
+    #[error("Pod {pod} belongs to PodGroup {wanted}, not PodGroup {group}")]
+    OtherGroup {
+        pod: String,
+        wanted: String,
+        group: String,
+    },
 }
 
 /// Why a claim must not be created from its template: it needs a disabled feature.
@@ -77,34 +127,33 @@ pub fn pod_claims(pod: &Pod) -> &[PodResourceClaim] {
     pod.spec
         .as_ref()
         .and_then(|s| s.resource_claims.as_deref())
+        .map(Vec::as_slice)
         .unwrap_or_default()
 }
 
-/// `resourceclaim.Name`: a claim name is used as is; a template entry resolves through the
-/// pod's `status.resourceClaimStatuses`. With both set (which API validation forbids) the
-/// claim name wins, as upstream.
-pub fn resolve<'a>(
-    pod: &'a Pod,
-    pod_claim: &'a PodResourceClaim,
-) -> Result<Resolved<'a>, ResolveError> {
-    if let Some(name) = pod_claim.resource_claim_name.as_deref() {
+/// Why an entry resolves to no claim, before it is worded for a pod or a PodGroup.
+enum Unresolved {
+    NotCreatedYet,
+    Unsupported,
+}
+
+/// A claim name is used as is; a template entry resolves through the owner's
+/// `status.resourceClaimStatuses`. With both set (which API validation forbids) the claim
+/// name wins, as upstream.
+fn resolve_entry<'a>(
+    entry: &'a PodResourceClaim,
+    statuses: &'a [PodResourceClaimStatus],
+) -> Result<Resolved<'a>, Unresolved> {
+    if let Some(name) = entry.resource_claim_name.as_deref() {
         return Ok(Resolved::Claim {
             name,
             check_owner: false,
         });
     }
-    if pod_claim.resource_claim_template_name.is_none() {
-        return Err(ResolveError::Unsupported {
-            pod: key_of(pod),
-            claim: pod_claim.name.clone(),
-        });
+    if entry.resource_claim_template_name.is_none() {
+        return Err(Unresolved::Unsupported);
     }
-    let statuses = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.resource_claim_statuses.as_deref())
-        .unwrap_or_default();
-    match statuses.iter().find(|s| s.name == pod_claim.name) {
+    match statuses.iter().find(|s| s.name == entry.name) {
         Some(status) => Ok(match status.resource_claim_name.as_deref() {
             Some(name) => Resolved::Claim {
                 name,
@@ -112,8 +161,75 @@ pub fn resolve<'a>(
             },
             None => Resolved::NotNeeded,
         }),
-        None => Err(ResolveError::NotCreatedYet { pod: key_of(pod) }),
+        None => Err(Unresolved::NotCreatedYet),
     }
+}
+
+/// The pod's `status.resourceClaimStatuses`.
+pub fn pod_claim_statuses(pod: &Pod) -> &[PodResourceClaimStatus] {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.as_deref())
+        .unwrap_or_default()
+}
+
+/// `resourceclaim.Name`.
+pub fn resolve<'a>(
+    pod: &'a Pod,
+    pod_claim: &'a PodResourceClaim,
+) -> Result<Resolved<'a>, ResolveError> {
+    resolve_entry(pod_claim, pod_claim_statuses(pod)).map_err(|why| match why {
+        Unresolved::NotCreatedYet => ResolveError::NotCreatedYet { pod: key_of(pod) },
+        Unresolved::Unsupported => ResolveError::Unsupported {
+            pod: key_of(pod),
+            claim: pod_claim.name.clone(),
+        },
+    })
+}
+
+/// `resourceclaim.NameFromPodGroup`.
+pub fn resolve_group<'a>(
+    group: &'a PodGroup,
+    entry: &'a PodResourceClaim,
+) -> Result<Resolved<'a>, ResolveError> {
+    resolve_entry(entry, group.claim_statuses()).map_err(|why| match why {
+        Unresolved::NotCreatedYet => ResolveError::GroupNotCreatedYet {
+            group: key_of(group),
+        },
+        Unresolved::Unsupported => ResolveError::GroupUnsupported {
+            group: key_of(group),
+            claim: entry.name.clone(),
+        },
+    })
+}
+
+/// The claim names a PodGroup refers to and that resolve, in spec order.
+pub fn group_resolved_names(group: &PodGroup) -> Vec<&str> {
+    group
+        .claims()
+        .iter()
+        .filter_map(|entry| match resolve_group(group, entry) {
+            Ok(Resolved::Claim { name, .. }) => Some(name),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The templates a PodGroup's claim entries use, in spec order.
+pub fn group_template_names(group: &PodGroup) -> Vec<&str> {
+    group
+        .claims()
+        .iter()
+        .filter_map(|entry| entry.resource_claim_template_name.as_deref())
+        .collect()
+}
+
+/// `spec.schedulingGroup.podGroupName`: the PodGroup the pod belongs to.
+pub fn pod_group_name(pod: &Pod) -> Option<&str> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_group.as_ref())
+        .and_then(|g| g.pod_group_name.as_deref())
 }
 
 /// The claim names a pod refers to and that resolve, in spec order.
@@ -182,22 +298,78 @@ pub fn claims_to_release(pod: &Pod) -> Vec<&str> {
     names
 }
 
-/// `resourceclaim.IsForPod`: the claim is in the pod's namespace and controlled by the pod.
-pub fn is_for_pod(pod: &Pod, claim: &ResourceClaim) -> Result<(), NotForPod> {
-    let controlled = claim
-        .owner_references()
-        .iter()
-        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == pod.metadata.uid.as_deref());
-    if claim.namespace() == pod.namespace() && controlled {
+fn claim_key(claim: &ResourceClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.namespace().unwrap_or_default(),
+        claim.name_any()
+    )
+}
+
+/// `metav1.IsControlledBy`: the claim's controller reference has this UID.
+fn controlled_by(claim: &ResourceClaim, uid: Option<&str>) -> bool {
+    controller_of(&claim.metadata).is_some_and(|o| Some(o.uid.as_str()) == uid)
+}
+
+/// The claim's controller is a PodGroup (any version of the scheduling group) called `group`.
+fn controlled_by_group_named(claim: &ResourceClaim, group: &str) -> bool {
+    controller_of(&claim.metadata).is_some_and(|o| {
+        o.name == group && o.kind == "PodGroup" && is_scheduling_api_version(&o.api_version)
+    })
+}
+
+fn is_scheduling_api_version(api_version: &str) -> bool {
+    api_version
+        .strip_prefix(podgroup::GROUP)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// `resourceclaim.IsForPod`: the claim is in the pod's namespace and controlled by the pod,
+/// or (`accept_group`, DRAWorkloadResourceClaims) by the PodGroup the pod names. Beyond
+/// upstream: a pod in no group gets the "Pod is not owner" error where upstream dereferences
+/// the missing group name (a panic).
+pub fn is_for_pod(pod: &Pod, claim: &ResourceClaim, accept_group: bool) -> Result<(), NotForPod> {
+    if claim.namespace() != pod.namespace() {
+        return Err(NotForPod::OtherNamespace {
+            claim: claim_key(claim),
+            kind: "Pod",
+            owner: key_of(pod),
+        });
+    }
+    if controlled_by(claim, pod.metadata.uid.as_deref()) {
         return Ok(());
     }
-    Err(NotForPod {
-        claim: format!(
-            "{}/{}",
-            claim.namespace().unwrap_or_default(),
-            claim.name_any()
-        ),
-        pod: key_of(pod),
+    match pod_group_name(pod).filter(|_| accept_group) {
+        Some(group) if controlled_by_group_named(claim, group) => Ok(()),
+        Some(group) => Err(NotForPod::NeitherOwner {
+            claim: claim_key(claim),
+            pod: key_of(pod),
+            group: group.to_string(),
+        }),
+        None => Err(NotForPod::NotOwner {
+            claim: claim_key(claim),
+            kind: "Pod",
+            owner: key_of(pod),
+        }),
+    }
+}
+
+/// `resourceclaim.IsForPodGroup`: the claim is in the group's namespace and controlled by it.
+pub fn is_for_group(group: &PodGroup, claim: &ResourceClaim) -> Result<(), NotForPod> {
+    if claim.namespace() != group.metadata.namespace {
+        return Err(NotForPod::OtherNamespace {
+            claim: claim_key(claim),
+            kind: "PodGroup",
+            owner: key_of(group),
+        });
+    }
+    if controlled_by(claim, group.metadata.uid.as_deref()) {
+        return Ok(());
+    }
+    Err(NotForPod::NotOwner {
+        claim: claim_key(claim),
+        kind: "PodGroup",
+        owner: key_of(group),
     })
 }
 
@@ -217,15 +389,77 @@ fn is_allocated(claim: &ResourceClaim) -> bool {
         .is_some_and(|s| s.allocation.is_some())
 }
 
-/// `resourceclaim.IsReservedForPod`.
-pub fn is_reserved_for_pod(pod: &Pod, claim: &ResourceClaim) -> bool {
+/// `resourceclaim.IsReservedForPod`: reserved for the pod, or (`accept_group`) for the
+/// PodGroup the pod names.
+pub fn is_reserved_for_pod(pod: &Pod, claim: &ResourceClaim, accept_group: bool) -> bool {
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-    reserved_for(claim).iter().any(|r| r.uid == uid)
+    let group = pod_group_name(pod).filter(|_| accept_group);
+    reserved_for(claim)
+        .iter()
+        .any(|r| r.uid == uid || (is_group_consumer(r) && Some(r.name.as_str()) == group))
 }
 
 /// An allocated claim the pod (already on a node) uses but is not reserved for.
-pub fn needs_reservation(pod: &Pod, claim: &ResourceClaim) -> bool {
-    is_allocated(claim) && !is_reserved_for_pod(pod, claim)
+pub fn needs_reservation(pod: &Pod, claim: &ResourceClaim, accept_group: bool) -> bool {
+    is_allocated(claim) && !is_reserved_for_pod(pod, claim, accept_group)
+}
+
+/// `resourceclaim.BindTo`: whom a pod's claim is reserved for. The PodGroup (when the pod
+/// has one here) if the group has the very same entry (name and source), else the pod.
+pub fn bind_to(
+    pod: &Pod,
+    group: Option<&PodGroup>,
+    pod_claim: &PodResourceClaim,
+) -> Result<ResourceClaimConsumerReference, BindError> {
+    if pod_claim.resource_claim_name.is_none() && pod_claim.resource_claim_template_name.is_none() {
+        return Err(BindError::PodUnsupported {
+            pod: key_of(pod),
+            claim: pod_claim.name.clone(),
+        });
+    }
+    if let Some(group) = group {
+        let namespace = pod.namespace().unwrap_or_default();
+        let wanted = pod_group_name(pod).unwrap_or_default();
+        if group.metadata.namespace.as_deref() != Some(namespace.as_str())
+            || group.metadata.name.as_deref() != Some(wanted)
+        {
+            return Err(BindError::OtherGroup {
+                pod: key_of(pod),
+                wanted: format!("{namespace}/{wanted}"),
+                group: key_of(group),
+            });
+        }
+        for entry in group.claims() {
+            if entry.resource_claim_name.is_none() && entry.resource_claim_template_name.is_none() {
+                return Err(BindError::GroupUnsupported {
+                    group: key_of(group),
+                    claim: entry.name.clone(),
+                });
+            }
+            if entry.name == pod_claim.name
+                && entry.resource_claim_name == pod_claim.resource_claim_name
+                && entry.resource_claim_template_name == pod_claim.resource_claim_template_name
+            {
+                return Ok(group_consumer(group));
+            }
+        }
+    }
+    Ok(ResourceClaimConsumerReference {
+        api_group: None,
+        resource: "pods".into(),
+        name: pod.name_any(),
+        uid: pod.uid().unwrap_or_default(),
+    })
+}
+
+/// The `reservedFor` entry of a PodGroup.
+pub fn group_consumer(group: &PodGroup) -> ResourceClaimConsumerReference {
+    ResourceClaimConsumerReference {
+        api_group: Some(podgroup::GROUP.into()),
+        resource: podgroup::RESOURCE.into(),
+        name: group.metadata.name.clone().unwrap_or_default(),
+        uid: group.metadata.uid.clone().unwrap_or_default(),
+    }
 }
 
 /// Whether claims are still created and reserved for the pod. Beyond upstream, a terminal
@@ -235,15 +469,37 @@ pub fn pod_may_get_claims(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_none() && !phase_is_terminal(pod)
 }
 
+/// The PodGroup of a pod, as the store has it (`getPodGroup`).
+#[derive(Debug, Clone, Copy)]
+pub enum Membership<'a> {
+    /// The pod names no group, or DRAWorkloadResourceClaims is off.
+    Alone,
+    /// The pod names a group the store does not have.
+    Missing,
+    In(&'a PodGroup),
+}
+
+impl<'a> Membership<'a> {
+    pub fn group(self) -> Option<&'a PodGroup> {
+        match self {
+            Membership::In(group) => Some(group),
+            _ => None,
+        }
+    }
+}
+
 /// `podNeedsWork`: whether a changed pod must be synced. `claim` looks a claim up by name.
 pub fn pod_needs_work<C: AsRef<ResourceClaim>>(
     pod: &Pod,
+    membership: Membership,
+    features: Features,
     claim: impl Fn(&str) -> Option<C>,
 ) -> bool {
     if !pod_may_get_claims(pod) {
         return false;
     }
     let scheduled = !node_name(pod).is_empty();
+    let accept_group = features.workload_claims;
     pod_claims(pod).iter().any(|pc| {
         let (name, check_owner) = match resolve(pod, pc) {
             Err(_) => return true,
@@ -251,22 +507,52 @@ pub fn pod_needs_work<C: AsRef<ResourceClaim>>(
             Ok(Resolved::Claim { name, check_owner }) => (name, check_owner),
         };
         let Some(found) = claim(name) else {
-            // A template's claim is (re)created; a named one is the user's to create.
-            return pc.resource_claim_template_name.is_some();
+            // A template's claim is (re)created, unless the PodGroup creates it; a named one
+            // is the user's to create.
+            if pc.resource_claim_template_name.is_none() {
+                return false;
+            }
+            return match membership {
+                Membership::Missing => true,
+                _ => bind_to(pod, membership.group(), pc).is_ok_and(|to| !is_group_consumer(&to)),
+            };
         };
         let found = found.as_ref();
-        if check_owner && is_for_pod(pod, found).is_err() {
+        if check_owner && is_for_pod(pod, found, accept_group).is_err() {
             // The user must remove the conflicting claim first.
             return false;
         }
-        scheduled && needs_reservation(pod, found)
+        scheduled && needs_reservation(pod, found, accept_group)
     })
 }
 
-/// Why claims recorded for the pod cannot be used: they exist but are not owned by the pod.
-/// Upstream then does nothing until the user removes them; this names them.
+/// `podGroupNeedsWork`: whether a changed PodGroup must be synced.
+pub fn group_needs_work<C: AsRef<ResourceClaim>>(
+    group: &PodGroup,
+    claim: impl Fn(&str) -> Option<C>,
+) -> bool {
+    if group.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
+    group
+        .claims()
+        .iter()
+        .any(|entry| match resolve_group(group, entry) {
+            Err(_) => true,
+            Ok(Resolved::NotNeeded) => false,
+            // A template's claim is (re)created; a named one is the user's to create. An
+            // existing claim the group does not own must be removed by the user first.
+            Ok(Resolved::Claim { name, .. }) => {
+                claim(name).is_none() && entry.resource_claim_template_name.is_some()
+            }
+        })
+}
+
+/// Why claims recorded for the pod cannot be used: they exist but are not owned by the pod
+/// (or its group). Upstream then does nothing until the user removes them; this names them.
 pub fn foreign_claims<C: AsRef<ResourceClaim>>(
     pod: &Pod,
+    features: Features,
     claim: impl Fn(&str) -> Option<C>,
 ) -> Vec<String> {
     pod_claims(pod)
@@ -275,9 +561,11 @@ pub fn foreign_claims<C: AsRef<ResourceClaim>>(
             Ok(Resolved::Claim {
                 name,
                 check_owner: true,
-            }) => {
-                claim(name).and_then(|c| is_for_pod(pod, c.as_ref()).err().map(|e| e.to_string()))
-            }
+            }) => claim(name).and_then(|c| {
+                is_for_pod(pod, c.as_ref(), features.workload_claims)
+                    .err()
+                    .map(|e| e.to_string())
+            }),
             _ => None,
         })
         .collect()
@@ -343,9 +631,54 @@ fn template_spec(template: &ResourceClaimTemplate) -> Option<&ResourceClaimSpec>
     template.spec.as_ref().and_then(|s| s.spec.as_ref())
 }
 
-/// The claim to create for `pod_claim` from `template`, or why it must not be created.
+/// Who a generated claim is for: its controller owner (a pod or PodGroup) and namespace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimOwner {
+    pub namespace: Option<String>,
+    pub reference: OwnerReference,
+}
+
+impl ClaimOwner {
+    pub fn pod(pod: &Pod) -> Self {
+        Self::new("v1", "Pod", pod.name_any(), pod.uid(), pod.namespace())
+    }
+
+    pub fn group(group: &PodGroup) -> Self {
+        let meta = &group.metadata;
+        Self::new(
+            podgroup::API_VERSION,
+            "PodGroup",
+            meta.name.clone().unwrap_or_default(),
+            meta.uid.clone(),
+            meta.namespace.clone(),
+        )
+    }
+
+    fn new(
+        api_version: &str,
+        kind: &str,
+        name: String,
+        uid: Option<String>,
+        namespace: Option<String>,
+    ) -> Self {
+        Self {
+            namespace,
+            reference: OwnerReference {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                name,
+                uid: uid.unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            },
+        }
+    }
+}
+
+/// The claim to create for `pod_claim` (a pod's or PodGroup's entry) from `template`, or why
+/// it must not be created.
 pub fn claim_from_template(
-    pod: &Pod,
+    owner: &ClaimOwner,
     pod_claim: &PodResourceClaim,
     template: &ResourceClaimTemplate,
     features: Features,
@@ -361,19 +694,11 @@ pub fn claim_from_template(
     let mut annotations: BTreeMap<String, String> =
         meta.and_then(|m| m.annotations.clone()).unwrap_or_default();
     annotations.insert(POD_CLAIM_NAME_ANNOTATION.into(), pod_claim.name.clone());
-    let pod_name = pod.name_any();
     Ok(ResourceClaim {
         metadata: ObjectMeta {
-            generate_name: Some(generate_name(&pod_name, &pod_claim.name)),
-            namespace: pod.namespace(),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "v1".into(),
-                kind: "Pod".into(),
-                name: pod_name,
-                uid: pod.uid().unwrap_or_default(),
-                controller: Some(true),
-                block_owner_deletion: None,
-            }]),
+            generate_name: Some(generate_name(&owner.reference.name, &pod_claim.name)),
+            namespace: owner.namespace.clone(),
+            owner_references: Some(vec![owner.reference.clone()]),
             annotations: Some(annotations),
             labels: meta.and_then(|m| m.labels.clone()),
             ..ObjectMeta::default()
@@ -383,9 +708,15 @@ pub fn claim_from_template(
     })
 }
 
-/// The UID of the pod that controls the claim (owner apiVersion `v1`, kind `Pod`).
-pub fn owner_pod_uid(claim: &ResourceClaim) -> Option<&str> {
-    owning_pod(claim).map(|(_, uid)| uid)
+/// The UID of the pod (owner apiVersion `v1`, kind `Pod`) or PodGroup that controls the
+/// claim: what orphans are looked up by (upstream's `claimPodOwnerIndex` and
+/// `claimPodGroupOwnerIndex`; UIDs are unique across kinds, so one index serves both).
+pub fn owner_uid(claim: &ResourceClaim) -> Option<&str> {
+    owning_pod(claim).map(|(_, uid)| uid).or_else(|| {
+        controller_of(&claim.metadata)
+            .filter(|o| o.kind == "PodGroup" && is_scheduling_api_version(&o.api_version))
+            .map(|o| o.uid.as_str())
+    })
 }
 
 /// The name and UID of the pod that controls the claim.
@@ -416,17 +747,17 @@ pub fn find_orphan<'a, C: AsRef<ResourceClaim>>(
         .min_by_key(|c| c.name_any())
 }
 
-/// The entries to apply to `status.resourceClaimStatuses` after this sync resolved `new`
-/// (pod claim name, claim name): those, plus what is already recorded for the pod's other
-/// template claims. Upstream applies only the new ones, which makes the API server drop the
-/// other entries this field manager owned; re-applying them keeps them.
-pub fn statuses_to_record(pod: &Pod, new: &[(String, String)]) -> Vec<(String, String)> {
-    let current = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.resource_claim_statuses.as_deref())
-        .unwrap_or_default();
-    pod_claims(pod)
+/// The entries to apply to `status.resourceClaimStatuses` of a pod or PodGroup (its
+/// `entries` and `current` statuses) after this sync resolved `new` (entry name, claim name):
+/// those, plus what is already recorded for the other template claims. Upstream applies only
+/// the new ones, which makes the API server drop the other entries this field manager owned;
+/// re-applying them keeps them.
+pub fn statuses_to_record(
+    entries: &[PodResourceClaim],
+    current: &[PodResourceClaimStatus],
+    new: &[(String, String)],
+) -> Vec<(String, String)> {
+    entries
         .iter()
         .filter(|pc| pc.resource_claim_template_name.is_some())
         .filter_map(|pc| {
@@ -444,34 +775,32 @@ pub fn statuses_to_record(pod: &Pod, new: &[(String, String)]) -> Vec<(String, S
         .collect()
 }
 
-/// The server-side apply body for `pods/status` that records `entries` (pod claim name,
-/// claim name).
-pub fn claim_statuses_apply(pod: &Pod, entries: &[(String, String)]) -> Value {
+/// The server-side apply body for the status of `owner` (a pod or PodGroup) that records
+/// `entries` (entry name, claim name).
+pub fn claim_statuses_apply(owner: &ClaimOwner, entries: &[(String, String)]) -> Value {
     let statuses: Vec<Value> = entries
         .iter()
         .map(|(name, claim)| json!({"name": name, "resourceClaimName": claim}))
         .collect();
     json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": pod.name_any(), "namespace": pod.namespace()},
+        "apiVersion": owner.reference.api_version,
+        "kind": owner.reference.kind,
+        "metadata": {"name": owner.reference.name, "namespace": owner.namespace},
         "status": {"resourceClaimStatuses": statuses},
     })
 }
 
-/// The claim with the pod appended to `status.reservedFor`.
-pub fn reserved_for_pod(claim: &ResourceClaim, pod: &Pod) -> ResourceClaim {
+/// The claim with `consumer` appended to `status.reservedFor`.
+pub fn reserved_for_consumer(
+    claim: &ResourceClaim,
+    consumer: ResourceClaimConsumerReference,
+) -> ResourceClaim {
     let mut reserved = claim.clone();
     let status = reserved.status.get_or_insert_with(Default::default);
     status
         .reserved_for
         .get_or_insert_with(Vec::new)
-        .push(ResourceClaimConsumerReference {
-            api_group: None,
-            resource: "pods".into(),
-            name: pod.name_any(),
-            uid: pod.uid().unwrap_or_default(),
-        });
+        .push(consumer);
     reserved
 }
 
@@ -480,11 +809,25 @@ pub fn is_pod_consumer(entry: &ResourceClaimConsumerReference) -> bool {
     entry.api_group.as_deref().unwrap_or_default().is_empty() && entry.resource == "pods"
 }
 
+/// A `reservedFor` entry that names a PodGroup.
+pub fn is_group_consumer(entry: &ResourceClaimConsumerReference) -> bool {
+    entry.api_group.as_deref() == Some(podgroup::GROUP) && entry.resource == podgroup::RESOURCE
+}
+
 /// Whether a pod reservation stays, given the pod found under its name (in the store, or
 /// from the API server when the store did not have it): it goes when the pod is gone,
 /// replaced (another UID), or done.
 pub fn keep_pod_reservation(entry: &ResourceClaimConsumerReference, pod: Option<&Pod>) -> bool {
     pod.is_some_and(|pod| pod.metadata.uid.as_deref() == Some(&entry.uid) && !pod_is_done(pod))
+}
+
+/// Whether a PodGroup reservation stays: it goes when the group is gone or replaced (a
+/// PodGroup is never "done").
+pub fn keep_group_reservation(
+    entry: &ResourceClaimConsumerReference,
+    group: Option<&PodGroup>,
+) -> bool {
+    group.is_some_and(|g| g.metadata.uid.as_deref() == Some(&entry.uid))
 }
 
 fn has_finalizer(claim: &ResourceClaim) -> bool {

@@ -8,9 +8,12 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::ObjectReference;
+
 use super::super::plan::{PodChange, Problem, Stores, plan_pod_change};
 use super::super::sync::{Effects, sync_claim, sync_pod};
 use super::*;
+use crate::runtime::podgroup::PodGroup;
 use crate::runtime::stored::{Stored, key_of};
 
 // ---------------------------------------------------------------------------------------------
@@ -253,23 +256,40 @@ fn consumer(
 const NO_FEATURES: Features = Features {
     admin_access: false,
     prioritized_list: false,
+    workload_claims: false,
 };
 const ALL_FEATURES: Features = Features {
     admin_access: true,
     prioritized_list: true,
+    workload_claims: true,
+};
+/// DRAWorkloadResourceClaims on (upstream's `workloadResourceClaimsEnabled`).
+const WORKLOAD: Features = Features {
+    workload_claims: true,
+    ..NO_FEATURES
 };
 const FEATURE_COMBINATIONS: [Features; 4] = [
     NO_FEATURES,
     Features {
         admin_access: true,
-        prioritized_list: false,
+        ..NO_FEATURES
     },
     Features {
-        admin_access: false,
         prioritized_list: true,
+        ..NO_FEATURES
     },
     ALL_FEATURES,
 ];
+
+/// The `reservedFor` entry of a pod.
+fn pod_consumer(pod: &Pod) -> ResourceClaimConsumerReference {
+    consumer(
+        None,
+        "pods",
+        &pod.name_any(),
+        pod.metadata.uid.as_deref().unwrap_or_default(),
+    )
+}
 
 /// Compares claims as upstream's `normalizeClaims` does: an empty list is no list.
 fn normalized(claim: &ResourceClaim) -> ResourceClaim {
@@ -311,6 +331,8 @@ struct Writes {
     created: Vec<ResourceClaim>,
     /// The entries of the `pods/status` apply (pod claim name, claim name); empty: no apply.
     statuses: Vec<(String, String)>,
+    /// The entries of the `podgroups/status` apply; empty: no apply.
+    group_statuses: Vec<(String, String)>,
     /// The claims written with UpdateStatus, as the API server returns them.
     status_writes: Vec<ResourceClaim>,
     /// The claim written to remove the builtin finalizer.
@@ -319,6 +341,8 @@ struct Writes {
     problems: Vec<Problem>,
     /// Warning events: reason, note.
     events: Vec<(String, String)>,
+    /// The kind and name of each event's object.
+    event_objects: Vec<(String, String)>,
 }
 
 /// The informers, the mutation cache and the API server, as plain objects.
@@ -330,7 +354,11 @@ struct World {
     templates: Vec<ResourceClaimTemplate>,
     /// What a GET from the API server finds when the informer does not have the pod (yet).
     api_pods: Vec<Pod>,
-    /// The LRU of deleted pods.
+    /// The PodGroup informer.
+    groups: Vec<PodGroup>,
+    /// What a GET from the API server finds when the informer does not have the group.
+    api_groups: Vec<PodGroup>,
+    /// The LRU of deleted pods and PodGroups.
     deleted_uids: Vec<&'static str>,
     features: Option<Features>,
     writes: RefCell<Writes>,
@@ -367,17 +395,25 @@ impl Stores for World {
         named(&self.templates, namespace, name).map(|t| Arc::new(t.clone()))
     }
 
-    fn owned_claims(&self, pod: &Pod) -> Vec<Arc<ResourceClaim>> {
+    fn owned_claims(&self, namespace: &str, uid: &str) -> Vec<Arc<ResourceClaim>> {
         self.claims
             .borrow()
             .iter()
-            .filter(|c| owner_pod_uid(c) == pod.metadata.uid.as_deref())
+            .filter(|c| c.namespace().as_deref() == Some(namespace) && owner_uid(c) == Some(uid))
             .map(|c| Arc::new(c.clone()))
             .collect()
     }
 
-    fn deleted_pod(&self, uid: &str) -> bool {
+    fn deleted(&self, uid: &str) -> bool {
         self.deleted_uids.contains(&uid)
+    }
+
+    fn pod_group(&self, namespace: &str, name: &str) -> Option<Arc<PodGroup>> {
+        // As the controller: no PodGroup informer with the gate off.
+        if !self.features().workload_claims {
+            return None;
+        }
+        named(&self.groups, namespace, name).map(|g| Arc::new(g.clone()))
     }
 
     fn pods_using(&self, namespace: &str, claim: &str) -> Vec<String> {
@@ -409,11 +445,21 @@ impl Effects for World {
 
     async fn record_claims(&self, pod: &Pod, entries: &[(String, String)]) -> kube::Result<Pod> {
         self.writes.borrow_mut().statuses = entries.to_vec();
-        let body = claim_statuses_apply(pod, entries);
+        let body = claim_statuses_apply(&ClaimOwner::pod(pod), entries);
         Ok(with_statuses(
             pod,
             body["status"]["resourceClaimStatuses"].clone(),
         ))
+    }
+
+    async fn record_group_claims(
+        &self,
+        group: &PodGroup,
+        entries: &[(String, String)],
+    ) -> kube::Result<PodGroup> {
+        self.writes.borrow_mut().group_statuses = entries.to_vec();
+        let body = claim_statuses_apply(&ClaimOwner::group(group), entries);
+        Ok(edit(group, |v| v["status"] = body["status"].clone()))
     }
 
     async fn write_claim_status(
@@ -458,6 +504,10 @@ impl Effects for World {
         Ok(named(&self.api_pods, namespace, name).cloned())
     }
 
+    async fn get_pod_group(&self, namespace: &str, name: &str) -> kube::Result<Option<PodGroup>> {
+        Ok(named(&self.api_groups, namespace, name).cloned())
+    }
+
     fn report(&self, problem: &Problem) -> bool {
         let mut writes = self.writes.borrow_mut();
         let fresh = !writes.problems.contains(problem);
@@ -465,11 +515,13 @@ impl Effects for World {
         fresh
     }
 
-    fn warn(&self, _pod: &Pod, reason: &'static str, note: String) {
-        self.writes
-            .borrow_mut()
-            .events
-            .push((reason.to_string(), note));
+    fn warn(&self, object: ObjectReference, reason: &'static str, note: String) {
+        let mut writes = self.writes.borrow_mut();
+        writes.events.push((reason.to_string(), note));
+        writes.event_objects.push((
+            object.kind.unwrap_or_default(),
+            object.name.unwrap_or_default(),
+        ));
     }
 }
 
@@ -586,7 +638,7 @@ fn sync_pod_create() {
         assert_eq!(plan.statuses, vec![entry(CLAIM, GENERATED)]);
         assert!(plan.reserved.is_empty());
         assert_eq!(
-            claim_statuses_apply(&pod, &plan.statuses),
+            claim_statuses_apply(&ClaimOwner::pod(&pod), &plan.statuses),
             json!({
                 "apiVersion": "v1",
                 "kind": "Pod",
@@ -613,7 +665,13 @@ fn claim_from_template_builds_the_generated_claim() {
         });
     });
     let pod = pod_with_resource();
-    let claim = claim_from_template(&pod, &pod_claims(&pod)[0], &template, NO_FEATURES).unwrap();
+    let claim = claim_from_template(
+        &ClaimOwner::pod(&pod),
+        &pod_claims(&pod)[0],
+        &template,
+        NO_FEATURES,
+    )
+    .unwrap();
     assert_eq!(
         serde_json::to_value(&claim).unwrap(),
         json!({
@@ -643,14 +701,20 @@ fn claim_from_template_builds_the_generated_claim() {
     // blockOwnerDeletion is left unset; the generated claim is the pod's to check.
     let owner = &claim.owner_references()[0];
     assert_eq!(owner.block_owner_deletion, None);
-    assert!(is_for_pod(&pod, &claim).is_ok());
-    assert_eq!(owner_pod_uid(&claim), Some(POD_UID));
+    assert!(is_for_pod(&pod, &claim, false).is_ok());
+    assert_eq!(owner_uid(&claim), Some(POD_UID));
 }
 
 #[test]
 fn claim_from_template_without_template_metadata_or_spec() {
     let pod = pod_with_resource();
-    let claim = claim_from_template(&pod, &pod_claims(&pod)[0], &template(), NO_FEATURES).unwrap();
+    let claim = claim_from_template(
+        &ClaimOwner::pod(&pod),
+        &pod_claims(&pod)[0],
+        &template(),
+        NO_FEATURES,
+    )
+    .unwrap();
     assert_eq!(claim.metadata.labels, None);
     assert_eq!(
         claim.metadata.annotations,
@@ -738,7 +802,7 @@ fn feature_checks_admin_access_first() {
     let pod = pod_with_resource();
     let pc = &pod_claims(&pod)[0];
     assert_eq!(
-        claim_from_template(&pod, pc, &template, NO_FEATURES)
+        claim_from_template(&ClaimOwner::pod(&pod), pc, &template, NO_FEATURES)
             .unwrap_err()
             .to_string(),
         "admin access is requested, but the feature is disabled"
@@ -746,14 +810,15 @@ fn feature_checks_admin_access_first() {
     let only_admin = Features {
         admin_access: true,
         prioritized_list: false,
+        workload_claims: false,
     };
     assert_eq!(
-        claim_from_template(&pod, pc, &template, only_admin)
+        claim_from_template(&ClaimOwner::pod(&pod), pc, &template, only_admin)
             .unwrap_err()
             .to_string(),
         "template includes a prioritized list of subrequests, but the feature is disabled"
     );
-    assert!(claim_from_template(&pod, pc, &template, ALL_FEATURES).is_ok());
+    assert!(claim_from_template(&ClaimOwner::pod(&pod), pc, &template, ALL_FEATURES).is_ok());
 }
 
 #[test]
@@ -931,8 +996,8 @@ fn sync_pod_recorded_claim_with_wrong_owner_is_replaced() {
     let pod = recorded(&pod_with_resource(), DETERMINISTIC);
     let foreign = make_claim(DETERMINISTIC, NS, Some(pod_owner(OTHER_POD, OTHER_POD_UID)));
     assert_eq!(
-        is_for_pod(&pod, &foreign).unwrap_err().to_string(),
-        "ResourceClaim my-namespace/test-pod-acme-resource was not created for pod my-namespace/test-pod (pod is not owner)"
+        is_for_pod(&pod, &foreign, false).unwrap_err().to_string(),
+        "ResourceClaim my-namespace/test-pod-acme-resource was not created for Pod my-namespace/test-pod (Pod is not owner)"
     );
     let plan = sync_pod_plan(&pod, &[foreign], &[], &[template()], NO_FEATURES);
     assert_no_errors(&plan);
@@ -955,14 +1020,14 @@ fn foreign_claims_names_recorded_claims_the_pod_does_not_own() {
         }
     };
     assert_eq!(
-        foreign_claims(&pod, lookup(vec![foreign])),
+        foreign_claims(&pod, NO_FEATURES, lookup(vec![foreign])),
         [
-            "ResourceClaim my-namespace/test-pod-acme-resource was not created for pod my-namespace/test-pod (pod is not owner)"
+            "ResourceClaim my-namespace/test-pod-acme-resource was not created for Pod my-namespace/test-pod (Pod is not owner)"
         ]
     );
-    assert!(foreign_claims(&pod, lookup(vec![owned])).is_empty());
+    assert!(foreign_claims(&pod, NO_FEATURES, lookup(vec![owned])).is_empty());
     assert!(
-        foreign_claims(&pod, lookup(Vec::new())).is_empty(),
+        foreign_claims(&pod, NO_FEATURES, lookup(Vec::new())).is_empty(),
         "a missing claim is re-created, not foreign"
     );
     // A claim named directly by the pod is shared: never checked for an owner.
@@ -972,7 +1037,7 @@ fn foreign_claims_names_recorded_claims_the_pod_does_not_own() {
         POD_UID,
         json!([{ "name": "gpu", "resourceClaimName": "shared" }]),
     );
-    assert!(foreign_claims(&direct, lookup(vec![shared])).is_empty());
+    assert!(foreign_claims(&direct, NO_FEATURES, lookup(vec![shared])).is_empty());
 }
 
 #[test]
@@ -1126,7 +1191,7 @@ fn sync_pod_reserved_for_is_full() {
         &[],
         NO_FEATURES,
     );
-    assert!(needs_reservation(&pod_with_node_name(), &claim));
+    assert!(needs_reservation(&pod_with_node_name(), &claim, false));
     assert!(plan.reserved.is_empty());
     // Reported, with a warning event on the pod, and the sync does not fail.
     assert_no_errors(&plan);
@@ -1183,7 +1248,7 @@ fn sync_pod_two_templates_create_two_claims() {
         ]
     );
     assert_eq!(
-        claim_statuses_apply(&pod, &plan.statuses)["status"],
+        claim_statuses_apply(&ClaimOwner::pod(&pod), &plan.statuses)["status"],
         json!({"resourceClaimStatuses": [
             {"name": "gpu", "resourceClaimName": "test-pod-gpu--1"},
             {"name": "nic", "resourceClaimName": "test-pod-nic--2"},
@@ -1231,7 +1296,7 @@ fn sync_pod_flapping_resourceclaim_statuses() {
             entry("claimB", "test-pod-claimB--1")
         ]
     );
-    let body = claim_statuses_apply(&pod, &plan.statuses);
+    let body = claim_statuses_apply(&ClaimOwner::pod(&pod), &plan.statuses);
     let text = body.to_string();
     assert!(text.contains(r#""name":"claimA""#) && text.contains(r#""name":"claimB""#));
     assert_eq!(
@@ -1285,8 +1350,8 @@ fn sync_pod_add_reserved() {
 fn reserved_for_pod_appends_a_pod_entry() {
     let pod = pod_with_node_name();
     let claim = reserve(&allocated(&templated_test_claim()), &other_test_pod());
-    assert!(needs_reservation(&pod, &claim));
-    let reserved = reserved_for_pod(&claim, &pod);
+    assert!(needs_reservation(&pod, &claim, false));
+    let reserved = reserved_for_consumer(&claim, pod_consumer(&pod));
     assert_eq!(
         serde_json::to_value(
             reserved
@@ -1313,8 +1378,8 @@ fn reserved_for_pod_appends_a_pod_entry() {
             .unwrap()[1],
         consumer(None, "pods", POD, POD_UID)
     );
-    assert!(is_reserved_for_pod(&pod, &reserved));
-    assert!(!needs_reservation(&pod, &reserved));
+    assert!(is_reserved_for_pod(&pod, &reserved, false));
+    assert!(!needs_reservation(&pod, &reserved, false));
     // Everything else is kept.
     assert_eq!(reserved.metadata, claim.metadata);
     assert_eq!(
@@ -1322,9 +1387,9 @@ fn reserved_for_pod_appends_a_pod_entry() {
         claim.status.as_ref().unwrap().allocation
     );
     // Unallocated: never.
-    assert!(!needs_reservation(&pod, &templated_test_claim()));
+    assert!(!needs_reservation(&pod, &templated_test_claim(), false));
     // A claim without any status gets one.
-    let fresh = reserved_for_pod(&templated_test_claim(), &pod);
+    let fresh = reserved_for_consumer(&templated_test_claim(), pod_consumer(&pod));
     assert_eq!(
         fresh.status.unwrap().reserved_for.unwrap(),
         vec![consumer(None, "pods", POD, POD_UID)]
@@ -1404,11 +1469,11 @@ fn resolve_entries() {
 #[test]
 fn is_for_pod_checks_namespace_and_controller() {
     let pod = pod_with_resource();
-    assert_eq!(is_for_pod(&pod, &test_claim()), Ok(()));
-    let not_owner = "ResourceClaim my-namespace/test-pod-acme-resource was not created for pod my-namespace/test-pod (pod is not owner)";
+    assert_eq!(is_for_pod(&pod, &test_claim(), false), Ok(()));
+    let not_owner = "ResourceClaim my-namespace/test-pod-acme-resource was not created for Pod my-namespace/test-pod (Pod is not owner)";
     // Not owned at all.
     assert_eq!(
-        is_for_pod(&pod, &make_claim(DETERMINISTIC, NS, None))
+        is_for_pod(&pod, &make_claim(DETERMINISTIC, NS, None), false)
             .unwrap_err()
             .to_string(),
         not_owner
@@ -1417,14 +1482,18 @@ fn is_for_pod_checks_namespace_and_controller() {
     let mut owner = pod_owner(POD, POD_UID);
     owner["controller"] = json!(false);
     assert_eq!(
-        is_for_pod(&pod, &make_claim(DETERMINISTIC, NS, Some(owner.clone())))
-            .unwrap_err()
-            .to_string(),
+        is_for_pod(
+            &pod,
+            &make_claim(DETERMINISTIC, NS, Some(owner.clone())),
+            false
+        )
+        .unwrap_err()
+        .to_string(),
         not_owner
     );
     owner.as_object_mut().unwrap().remove("controller");
     assert_eq!(
-        is_for_pod(&pod, &make_claim(DETERMINISTIC, NS, Some(owner)))
+        is_for_pod(&pod, &make_claim(DETERMINISTIC, NS, Some(owner)), false)
             .unwrap_err()
             .to_string(),
         not_owner
@@ -1432,14 +1501,14 @@ fn is_for_pod_checks_namespace_and_controller() {
     // Controlled by another pod.
     let foreign = make_claim(DETERMINISTIC, NS, Some(pod_owner(OTHER_POD, OTHER_POD_UID)));
     assert_eq!(
-        is_for_pod(&pod, &foreign).unwrap_err().to_string(),
+        is_for_pod(&pod, &foreign, false).unwrap_err().to_string(),
         not_owner
     );
     // Right owner, other namespace.
     let elsewhere = make_claim(DETERMINISTIC, OTHER_NS, Some(pod_owner(POD, POD_UID)));
     assert_eq!(
-        is_for_pod(&pod, &elsewhere).unwrap_err().to_string(),
-        "ResourceClaim not-my-namespace/test-pod-acme-resource was not created for pod my-namespace/test-pod (pod is not owner)"
+        is_for_pod(&pod, &elsewhere, false).unwrap_err().to_string(),
+        "ResourceClaim not-my-namespace/test-pod-acme-resource is not in the same namespace as Pod my-namespace/test-pod"
     );
 }
 
@@ -1565,7 +1634,11 @@ fn pod_needs_work_table() {
     for (name, pod, claims, expected) in cases {
         let claims: Vec<Arc<ResourceClaim>> = claims.into_iter().map(Arc::new).collect();
         let lookup = |n: &str| claims.iter().find(|c| c.name_any() == n).cloned();
-        assert_eq!(pod_needs_work(&pod, lookup), expected, "{name}");
+        assert_eq!(
+            pod_needs_work(&pod, Membership::Alone, NO_FEATURES, lookup),
+            expected,
+            "{name}"
+        );
     }
 }
 
@@ -1580,7 +1653,7 @@ fn pod_needs_work_keeps_looking_past_a_settled_claim() {
     let pod = recorded(&pod, GENERATED);
     let claims = [Arc::new(templated_test_claim())];
     let lookup = |n: &str| claims.iter().find(|c| c.name_any() == n).cloned();
-    assert!(pod_needs_work(&pod, lookup));
+    assert!(pod_needs_work(&pod, Membership::Alone, NO_FEATURES, lookup));
 }
 
 #[test]
@@ -1628,9 +1701,12 @@ fn extended_resource_claim_events() {
     assert!(uses_claims(&running));
     assert_eq!(extended_claim_name(&running), Some("test-extended-claim"));
     assert!(pod_needs_claims(&running, false));
-    assert!(!pod_needs_work(&running, |_: &str| None::<
-        Arc<ResourceClaim>,
-    >));
+    assert!(!pod_needs_work(
+        &running,
+        Membership::Alone,
+        NO_FEATURES,
+        |_: &str| None::<Arc<ResourceClaim>>
+    ));
     // "delete-pod-with-extended-resource-claim"
     assert!(!pod_needs_claims(&running, true));
     assert_eq!(claims_to_release(&running), ["test-extended-claim"]);
@@ -1647,11 +1723,19 @@ fn extended_resource_claim_events() {
         v["spec"]["resourceClaims"] = json!([{"name": "regular-claim"}]);
     });
     assert_eq!(claims_to_release(&both), ["test-extended-claim"]);
-    assert!(!pod_needs_work(&both, |_: &str| None::<Arc<ResourceClaim>>));
+    assert!(!pod_needs_work(
+        &both,
+        Membership::Alone,
+        NO_FEATURES,
+        |_: &str| None::<Arc<ResourceClaim>>
+    ));
     let still_running = edit(&both, |v| v["status"]["phase"] = json!("Running"));
-    assert!(pod_needs_work(&still_running, |_: &str| None::<
-        Arc<ResourceClaim>,
-    >));
+    assert!(pod_needs_work(
+        &still_running,
+        Membership::Alone,
+        NO_FEATURES,
+        |_: &str| None::<Arc<ResourceClaim>>
+    ));
     // An empty name is no claim.
     let empty = edit(&running, |v| {
         v["status"]["extendedResourceClaimStatus"]["resourceClaimName"] = json!("");
@@ -1666,7 +1750,7 @@ fn pod_change(pod: &Pod, deleted: bool, claims: &[ResourceClaim]) -> PodChange {
         claims: RefCell::new(claims.to_vec()),
         ..World::default()
     };
-    plan_pod_change(pod, deleted, &world)
+    plan_pod_change(pod, deleted, &world, NO_FEATURES)
 }
 
 #[test]
@@ -1708,7 +1792,7 @@ fn a_recorded_claim_another_pod_owns_is_reported_not_synced() {
         [(
             "my-namespace/test-pod",
             "claim-not-owned",
-            "ResourceClaim my-namespace/test-pod-acme-resource was not created for pod my-namespace/test-pod (pod is not owner); it must be deleted before a claim is created for the pod"
+            "ResourceClaim my-namespace/test-pod-acme-resource was not created for Pod my-namespace/test-pod (Pod is not owner); it must be deleted before a claim is created for the pod"
         )]
     );
 }
@@ -2274,7 +2358,7 @@ fn owning_pod_needs_a_v1_pod_controller() {
         ]}}),
     );
     assert_eq!(owning_pod(&claim), Some(("controller", "u3")));
-    assert_eq!(owner_pod_uid(&claim), Some("u3"));
+    assert_eq!(owner_uid(&claim), Some("u3"));
 }
 
 #[test]
@@ -2518,3 +2602,6 @@ fn prioritized_list_detection() {
     assert!(!has_prioritized_list(Some(&plain)));
     assert!(!has_prioritized_list(None));
 }
+
+#[path = "podgroup_tests.rs"]
+mod podgroup;

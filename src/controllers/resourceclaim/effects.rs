@@ -6,16 +6,18 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::claims::{Features, claim_statuses_apply, needs_admin_access, owner_pod_uid};
+use super::claims::{ClaimOwner, Features, claim_statuses_apply, needs_admin_access, owner_uid};
 use super::plan::{Problem, Stores};
 use super::sync::Effects;
 use super::{FIELD_MANAGER, ResourceClaims};
 use crate::runtime::lock::lock;
+use crate::runtime::podgroup::PodGroup;
 use crate::runtime::stored::split_key;
 use crate::runtime::view::{Pod, WatchedPod};
 use crate::runtime::writer::{Part, is_not_found};
@@ -26,6 +28,26 @@ impl ResourceClaims {
             self.ctx.client.clone(),
             &claim.namespace().unwrap_or_default(),
         )
+    }
+
+    /// Server-side apply of `body` to the status of `object`, as this controller's field
+    /// manager, forced (upstream's `ApplyStatus`).
+    async fn apply_status<K>(&self, object: &K, body: &Value) -> kube::Result<K>
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(
+            self.ctx.client.clone(),
+            &object.namespace().unwrap_or_default(),
+        );
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        self.writer
+            .patch(&api, object, &params, &Patch::Apply(body), Part::Status)
+            .await
     }
 }
 
@@ -39,20 +61,17 @@ impl Stores for ResourceClaims {
         self.pods.store().get(namespace, name)
     }
 
-    fn owned_claims(&self, pod: &Pod) -> Vec<Arc<ResourceClaim>> {
-        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-        let namespace = pod.namespace().unwrap_or_default();
+    fn owned_claims(&self, namespace: &str, uid: &str) -> Vec<Arc<ResourceClaim>> {
         let mut names: Vec<String> = self
             .claims_by_owner
             .get(uid)
             .iter()
+            .filter(|key| split_key(key).0 == namespace)
             .map(|key| split_key(key).1.to_string())
             .collect();
         names.extend(
             self.mutations
-                .in_namespace(&namespace, Instant::now(), |c| {
-                    owner_pod_uid(c) == Some(uid)
-                })
+                .in_namespace(namespace, Instant::now(), |c| owner_uid(c) == Some(uid))
                 .iter()
                 .map(|c| c.name_any()),
         );
@@ -60,13 +79,17 @@ impl Stores for ResourceClaims {
         names.dedup();
         names
             .iter()
-            .filter_map(|name| self.claim(&namespace, name))
-            .filter(|c| owner_pod_uid(c) == Some(uid))
+            .filter_map(|name| self.claim(namespace, name))
+            .filter(|c| owner_uid(c) == Some(uid))
             .collect()
     }
 
-    fn deleted_pod(&self, uid: &str) -> bool {
-        lock(&self.deleted_pods).contains(uid)
+    fn deleted(&self, uid: &str) -> bool {
+        lock(&self.deleted_objects).contains(uid)
+    }
+
+    fn pod_group(&self, namespace: &str, name: &str) -> Option<Arc<PodGroup>> {
+        self.pod_groups.as_ref()?.store().get(namespace, name)
     }
 
     fn template(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaimTemplate>> {
@@ -101,22 +124,19 @@ impl Effects for ResourceClaims {
     }
 
     async fn record_claims(&self, pod: &Pod, entries: &[(String, String)]) -> kube::Result<Pod> {
-        let api: Api<WatchedPod> = Api::namespaced(
-            self.ctx.client.clone(),
-            &pod.namespace().unwrap_or_default(),
-        );
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        let body = claim_statuses_apply(pod, entries);
-        self.writer
-            .patch(
-                &api,
-                &pod.into(),
-                &params,
-                &Patch::Apply(&body),
-                Part::Status,
-            )
+        let body = claim_statuses_apply(&ClaimOwner::pod(pod), entries);
+        self.apply_status(&WatchedPod::from(pod), &body)
             .await
             .map(Pod::from)
+    }
+
+    async fn record_group_claims(
+        &self,
+        group: &PodGroup,
+        entries: &[(String, String)],
+    ) -> kube::Result<PodGroup> {
+        let body = claim_statuses_apply(&ClaimOwner::group(group), entries);
+        self.apply_status(group, &body).await
     }
 
     async fn write_claim_status(
@@ -186,6 +206,11 @@ impl Effects for ResourceClaims {
         Ok(api.get_opt(name).await?.map(Pod::from))
     }
 
+    async fn get_pod_group(&self, namespace: &str, name: &str) -> kube::Result<Option<PodGroup>> {
+        let api: Api<PodGroup> = Api::namespaced(self.ctx.client.clone(), namespace);
+        api.get_opt(name).await
+    }
+
     fn report(&self, problem: &Problem) -> bool {
         self.bad_input.report(
             &problem.object,
@@ -195,7 +220,7 @@ impl Effects for ResourceClaims {
         )
     }
 
-    fn warn(&self, pod: &Pod, reason: &'static str, note: String) {
-        self.recorder.record(pod.object_ref(), true, reason, note);
+    fn warn(&self, object: ObjectReference, reason: &'static str, note: String) {
+        self.recorder.record(object, true, reason, note);
     }
 }

@@ -1,7 +1,7 @@
 //! Why a resourceclaim sync failed, in upstream's words: the text of a pod's claim failure is
 //! also a `FailedResourceClaimCreation` event's message.
 
-use super::claims::{NotForPod, ResolveError, TemplateError};
+use super::claims::{BindError, NotForPod, ResolveError, TemplateError};
 use crate::controllers::joined;
 use crate::runtime::golang::go_quote;
 use crate::runtime::writer::error_text;
@@ -14,6 +14,14 @@ pub enum ClaimError {
     NotForPod(#[from] NotForPod),
     #[error(transparent)]
     Template(#[from] TemplateError),
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    /// The pod names a PodGroup the store does not have (the lister's NotFound).
+    #[error(
+        "get PodGroup for Pod {pod}: podgroup.scheduling.k8s.io {} not found",
+        go_quote(.group)
+    )]
+    GetPodGroup { pod: String, group: String },
     /// The lister's NotFound, which names the resource in the singular.
     #[error(
         "resource claim template {}: resourceclaimtemplate.resource.k8s.io {} not found",
@@ -39,6 +47,18 @@ pub enum ClaimError {
     #[error("get pod {pod}: {}", error_text(.source))]
     GetPod {
         pod: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("get PodGroup {group}: {}", error_text(.source))]
+    GetGroup {
+        group: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("update PodGroup {group} ResourceClaimStatuses: {}", error_text(.source))]
+    RecordGroupStatuses {
+        group: String,
         #[source]
         source: kube::Error,
     },
@@ -68,7 +88,15 @@ pub enum ClaimError {
         #[source]
         source: Box<ClaimError>,
     },
-    /// Every failure of one pod's sync.
+    /// One of the PodGroup's claim entries failed.
+    #[error("PodGroup {group}, PodGroupResourceClaim {claim}: {source}")]
+    GroupClaim {
+        group: String,
+        claim: String,
+        #[source]
+        source: Box<ClaimError>,
+    },
+    /// Every failure of one pod's (or PodGroup's) sync.
     #[error("{}", joined(.0))]
     Several(Vec<ClaimError>),
 }
@@ -79,6 +107,10 @@ impl ClaimError {
             Self::Resolve(_) => "unresolved_claim",
             Self::NotForPod(_) => "claim_not_for_pod",
             Self::Template(_) => "template_refused",
+            Self::Bind(_) => "unsupported_claim",
+            Self::GetPodGroup { .. } => "podgroup_not_found",
+            Self::GetGroup { .. } => "get_podgroup",
+            Self::RecordGroupStatuses { .. } => "record_claim_statuses",
             Self::TemplateNotFound(_) => "template_not_found",
             Self::Create(_) => "create_claim",
             Self::RecordStatuses { .. } => "record_claim_statuses",
@@ -87,7 +119,9 @@ impl ClaimError {
             Self::WriteStatus { .. } => "write_claim_status",
             Self::RemoveFinalizer { .. } => "remove_finalizer",
             Self::Delete { .. } => "delete_claim",
-            Self::PodClaim { source, .. } => source.metric_label(),
+            Self::PodClaim { source, .. } | Self::GroupClaim { source, .. } => {
+                source.metric_label()
+            }
             Self::Several(all) => all.first().map_or("unknown", Self::metric_label),
         }
     }

@@ -1,29 +1,58 @@
-//! Watch event handlers: a pod, claim or template change updates the lookup indexes
-//! (`pods_by_claim`, `pods_by_template`, `claims_by_owner`), remembers deleted pods, and
-//! queues the `pod:` and `claim:` keys that `plan_pod_change` asks for.
+//! Watch event handlers: a pod, claim, template or PodGroup change updates the lookup
+//! indexes (`pods_by_claim`, `pods_by_template`, `claims_by_owner`, and with
+//! DRAWorkloadResourceClaims `pods_by_group`, `groups_by_claim`, `groups_by_template`),
+//! remembers deleted pods and PodGroups, and queues the `pod:`, `claim:` and `podgroup:` keys
+//! that `plan_pod_change` and `plan_group_change` ask for.
 
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
 
-use super::claims::{owner_pod_uid, resolved_names, template_names, uses_claims};
-use super::plan::{Stores, plan_pod_change};
+use super::claims::{
+    group_resolved_names, group_template_names, owner_uid, pod_group_name, resolved_names,
+    template_names, uses_claims,
+};
+use super::plan::{Stores, plan_group_change, plan_pod_change};
 use super::sync::Effects;
 use super::{Key, ResourceClaims};
 use crate::runtime::index::Index;
 use crate::runtime::informer::Change;
 use crate::runtime::lock::lock;
-use crate::runtime::stored::{key_of, split_key};
+use crate::runtime::podgroup::PodGroup;
+use crate::runtime::stored::{Stored, key_of, split_key};
 use crate::runtime::view::Pod;
 
+/// `names` as `namespace/name` keys; none for a deleted object, which leaves the index.
+fn keys_in(namespace: &str, names: Vec<&str>, deleted: bool) -> Vec<String> {
+    if deleted {
+        return Vec::new();
+    }
+    names
+        .into_iter()
+        .map(|n| format!("{namespace}/{n}"))
+        .collect()
+}
+
+/// The object and whether it was deleted; `None` for the end of a relist.
+fn changed<K>(change: Change<K>) -> Option<(std::sync::Arc<K>, bool)> {
+    match change {
+        Change::Added(obj) | Change::Updated { new: obj, .. } => Some((obj, false)),
+        Change::Deleted(obj) => Some((obj, true)),
+        Change::Synced => None,
+    }
+}
+
 impl ResourceClaims {
+    fn remember_deleted(&self, uid: Option<&str>) {
+        if let Some(uid) = uid {
+            lock(&self.deleted_objects).put(uid.to_string(), ());
+        }
+    }
+
     /// `enqueuePod`, with the pod's deletion remembered.
     fn enqueue_pod(&self, pod: &Pod, deleted: bool) {
-        if deleted
-            && uses_claims(pod)
-            && let Some(uid) = pod.uid()
-        {
-            lock(&self.deleted_pods).put(uid, ());
+        if deleted && uses_claims(pod) {
+            self.remember_deleted(pod.metadata.uid.as_deref());
         }
-        let plan = plan_pod_change(pod, deleted, self);
+        let plan = plan_pod_change(pod, deleted, self, self.features);
         for claim in plan.claims {
             self.queue.add(Key::Claim(claim));
         }
@@ -37,27 +66,21 @@ impl ResourceClaims {
 
     fn index_pod(&self, pod: &Pod, deleted: bool) {
         let key = key_of(pod);
-        let namespace = pod.namespace().unwrap_or_default();
-        let in_namespace = |names: Vec<&str>| {
-            if deleted {
-                return Vec::new();
-            }
-            names
-                .into_iter()
-                .map(|n| format!("{namespace}/{n}"))
-                .collect()
-        };
+        let namespace = pod.place().0;
         self.pods_by_claim
-            .set(&key, in_namespace(resolved_names(pod)));
+            .set(&key, keys_in(namespace, resolved_names(pod), deleted));
         self.pods_by_template
-            .set(&key, in_namespace(template_names(pod)));
+            .set(&key, keys_in(namespace, template_names(pod), deleted));
+        if self.features.workload_claims {
+            let group = pod_group_name(pod).into_iter().collect();
+            self.pods_by_group
+                .set(&key, keys_in(namespace, group, deleted));
+        }
     }
 
     pub(super) fn on_pod(&self, change: Change<Pod>) {
-        let (pod, deleted) = match change {
-            Change::Added(pod) | Change::Updated { new: pod, .. } => (pod, false),
-            Change::Deleted(pod) => (pod, true),
-            Change::Synced => return,
+        let Some((pod, deleted)) = changed(change) else {
+            return;
         };
         self.index_pod(&pod, deleted);
         self.enqueue_pod(&pod, deleted);
@@ -73,14 +96,59 @@ impl ResourceClaims {
         }
     }
 
+    /// Every PodGroup indexed under `value` gets `enqueuePodGroup`.
+    fn enqueue_groups(&self, index: &Index, value: &str) {
+        for key in index.get(value) {
+            let (namespace, name) = split_key(&key);
+            if let Some(group) = self.pod_group(namespace, name) {
+                self.enqueue_group(&group, false);
+            }
+        }
+    }
+
+    /// `enqueuePodGroup`: the group's released claims and the group itself, and then its
+    /// pods, which may now find the group's claims.
+    fn enqueue_group(&self, group: &PodGroup, deleted: bool) {
+        if group.claims().is_empty() {
+            return;
+        }
+        if deleted {
+            self.remember_deleted(group.metadata.uid.as_deref());
+        }
+        let plan = plan_group_change(group, deleted, self);
+        for claim in plan.claims {
+            self.queue.add(Key::Claim(claim));
+        }
+        let key = key_of(group);
+        if plan.group {
+            self.queue.add(Key::PodGroup(key.clone()));
+        }
+        self.enqueue_pods(&self.pods_by_group, &key);
+    }
+
+    pub(super) fn on_pod_group(&self, change: Change<PodGroup>) {
+        let Some((group, deleted)) = changed(change) else {
+            return;
+        };
+        let key = key_of(group.as_ref());
+        let namespace = group.place().0;
+        self.groups_by_claim.set(
+            &key,
+            keys_in(namespace, group_resolved_names(&group), deleted),
+        );
+        self.groups_by_template.set(
+            &key,
+            keys_in(namespace, group_template_names(&group), deleted),
+        );
+        self.enqueue_group(&group, deleted);
+    }
+
     pub(super) fn on_claim(&self, change: Change<ResourceClaim>) {
-        let (claim, deleted) = match change {
-            Change::Added(claim) | Change::Updated { new: claim, .. } => (claim, false),
-            Change::Deleted(claim) => (claim, true),
-            Change::Synced => return,
+        let Some((claim, deleted)) = changed(change) else {
+            return;
         };
         let key = key_of(claim.as_ref());
-        let owner: Vec<String> = owner_pod_uid(&claim)
+        let owner: Vec<String> = owner_uid(&claim)
             .filter(|_| !deleted)
             .map(str::to_string)
             .into_iter()
@@ -93,11 +161,18 @@ impl ResourceClaims {
             self.queue.add(Key::Claim(key.clone()));
         }
         self.enqueue_pods(&self.pods_by_claim, &key);
+        if self.features.workload_claims {
+            self.enqueue_groups(&self.groups_by_claim, &key);
+        }
     }
 
     pub(super) fn on_template(&self, change: Change<ResourceClaimTemplate>) {
         if let Change::Added(template) | Change::Updated { new: template, .. } = change {
-            self.enqueue_pods(&self.pods_by_template, &key_of(template.as_ref()));
+            let key = key_of(template.as_ref());
+            self.enqueue_pods(&self.pods_by_template, &key);
+            if self.features.workload_claims {
+                self.enqueue_groups(&self.groups_by_template, &key);
+            }
         }
     }
 }

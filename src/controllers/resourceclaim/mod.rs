@@ -2,8 +2,12 @@
 //! ResourceClaimTemplates and records them in `pod.status.resourceClaimStatuses`, reserves
 //! allocated claims for pods bound to a node without the scheduler, drops stale
 //! reservations, deallocates claims that fell out of use, and deletes generated claims whose
-//! pod will not run again. One lane, `resource_claim`, with `pod:` and `claim:` keys, as
-//! upstream. The decisions are in `claims.rs`, the plans built from them in `plan.rs`, and
+//! pod will not run again. With DRAWorkloadResourceClaims (KEP-5729) it also creates the
+//! claims a PodGroup (`scheduling.k8s.io/v1alpha2`) shares among its pods, records them in
+//! the group's `status.resourceClaimStatuses`, reserves them for the group rather than for
+//! each pod, and drops the reservations of groups that are gone; PodGroups are watched only
+//! then (kcm's own minimal PodGroup type: `runtime::podgroup`). One lane, `resource_claim`,
+//! with `pod:`, `claim:` and `podgroup:` keys, as upstream. The decisions are in `claims.rs`, the plans built from them in `plan.rs`, and
 //! `sync.rs` performs the plans through the writer; `handlers.rs` turns watch events into
 //! work items, `effects.rs` reads the stores and writes, `metrics.rs` holds the claim gauge;
 //! this file declares the controller.
@@ -17,10 +21,9 @@
 //! - every claim write (not only creates) goes into the mutation cache, and a claim deleted
 //!   from the store leaves it at once;
 //! - a reservation that would exceed the 256-entry limit is skipped and reported instead of
-//!   being retried against API validation.
-//!
-//! PodGroup claims (DRAWorkloadResourceClaims, alpha) are not implemented: with that gate on,
-//! this controller stays off rather than create per-pod claims where upstream would not.
+//!   being retried against API validation;
+//! - a pod in no PodGroup whose recorded claim another owns gets upstream's "Pod is not
+//!   owner" error, where upstream (gate on) dereferences the missing group name.
 
 pub mod claims;
 mod effects;
@@ -41,7 +44,7 @@ use prometheus::{IntCounterVec, Opts};
 use self::claims::Features;
 pub use self::error::ClaimError;
 use self::metrics::ClaimGauge;
-use super::{Context, ControllerError, Descriptor};
+use super::{Context, ControllerError, Descriptor, Gated};
 use crate::controllers::Controller;
 use crate::features::FeatureGate;
 use crate::runtime::badinput::BadInput;
@@ -49,6 +52,7 @@ use crate::runtime::events::EventRecorder;
 use crate::runtime::index::Index;
 use crate::runtime::informer::{Change, Informer};
 use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
+use crate::runtime::podgroup::PodGroup;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
 use crate::runtime::view::Pod;
@@ -60,8 +64,8 @@ const REPORTER: &str = "resource_claim";
 const QUEUE: &str = "resource_claim";
 /// Upstream's field manager for `pod.status.resourceClaimStatuses`.
 const FIELD_MANAGER: &str = "ResourceClaimController";
-/// How many deleted pod UIDs are remembered (upstream's `maxUIDCacheEntries`).
-const DELETED_PODS: NonZeroUsize = match NonZeroUsize::new(500) {
+/// How many deleted pod and PodGroup UIDs are remembered (upstream's `maxUIDCacheEntries`).
+const DELETED_OBJECTS: NonZeroUsize = match NonZeroUsize::new(500) {
     Some(n) => n,
     None => unreachable!(),
 };
@@ -104,14 +108,27 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         ),
     ],
     api: Some(("resource.k8s.io", "v1")),
+    gated: &[Gated {
+        gate: FeatureGate::DraWorkloadResourceClaims,
+        rbac: &[
+            Rule::new(&["scheduling.k8s.io"], &["podgroups"], READ_VERBS),
+            Rule::new(
+                &["scheduling.k8s.io"],
+                &["podgroups/status"],
+                &["update", "patch"],
+            ),
+        ],
+        informs: &[informs(&["scheduling.k8s.io"], &["podgroups"])],
+    }],
     run: |ctx| run(ctx).boxed(),
 };
 
-/// A work item: `pod:<ns>/<name>` or `claim:<ns>/<name>`.
+/// A work item: `pod:<ns>/<name>`, `claim:<ns>/<name>` or `podgroup:<ns>/<name>`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
     Pod(String),
     Claim(String),
+    PodGroup(String),
 }
 
 #[derive(Clone)]
@@ -120,14 +137,23 @@ struct ResourceClaims {
     pods: Arc<Informer<Pod>>,
     claims: Arc<Informer<ResourceClaim>>,
     templates: Arc<Informer<ResourceClaimTemplate>>,
+    /// Only with DRAWorkloadResourceClaims on.
+    pod_groups: Option<Arc<Informer<PodGroup>>>,
     /// `ns/claim` → pods that resolve to that claim.
     pods_by_claim: Arc<Index>,
     /// `ns/template` → pods with a claim from that template.
     pods_by_template: Arc<Index>,
-    /// pod UID → claims that pod controls.
+    /// pod or PodGroup UID → claims it controls.
     claims_by_owner: Arc<Index>,
+    /// `ns/group` → the pods in that PodGroup (with the gate on).
+    pods_by_group: Arc<Index>,
+    /// `ns/claim` → PodGroups that resolve to that claim (with the gate on).
+    groups_by_claim: Arc<Index>,
+    /// `ns/template` → PodGroups with a claim from that template (with the gate on).
+    groups_by_template: Arc<Index>,
     mutations: Arc<MutationCache<ResourceClaim>>,
-    deleted_pods: Arc<Mutex<LruCache<String, ()>>>,
+    /// UIDs of deleted pods and PodGroups.
+    deleted_objects: Arc<Mutex<LruCache<String, ()>>>,
     writer: ApiWriter,
     recorder: EventRecorder,
     bad_input: Arc<BadInput>,
@@ -141,6 +167,7 @@ impl ResourceClaims {
         match &key {
             Key::Pod(pod) => sync::sync_pod(self, pod).await,
             Key::Claim(claim) => sync::sync_claim(self, claim).await,
+            Key::PodGroup(group) => sync::sync_group(self, group).await,
         }
         .map_err(ControllerError::from)
     }
@@ -156,15 +183,20 @@ impl ResourceClaims {
         )?;
         ctx.metrics.register(Box::new(creates.clone()))?;
         let (informers, gates) = (&ctx.informers, &ctx.settings.feature_gates);
+        let workload_claims = gates.enabled(FeatureGate::DraWorkloadResourceClaims);
         let controller = ResourceClaims {
             pods: informers.get::<Pod>(),
             claims: informers.get::<ResourceClaim>(),
             templates: informers.get::<ResourceClaimTemplate>(),
+            pod_groups: workload_claims.then(|| informers.get::<PodGroup>()),
             pods_by_claim: Arc::default(),
             pods_by_template: Arc::default(),
             claims_by_owner: Arc::default(),
+            pods_by_group: Arc::default(),
+            groups_by_claim: Arc::default(),
+            groups_by_template: Arc::default(),
             mutations: Arc::new(MutationCache::new(MUTATION_TTL)),
-            deleted_pods: Arc::new(Mutex::new(LruCache::new(DELETED_PODS))),
+            deleted_objects: Arc::new(Mutex::new(LruCache::new(DELETED_OBJECTS))),
             writer: ctx.writer(CONTROLLER),
             recorder: ctx.recorder(REPORTER, CONTROLLER),
             bad_input: Arc::new(BadInput::new(CONTROLLER, ctx.metrics.clone())),
@@ -172,6 +204,7 @@ impl ResourceClaims {
             features: Features {
                 admin_access: gates.enabled(FeatureGate::DraAdminAccess),
                 prioritized_list: gates.enabled(FeatureGate::DraPrioritizedList),
+                workload_claims,
             },
             queue: queue.clone(),
             ctx: ctx.clone(),
@@ -184,20 +217,18 @@ impl ResourceClaims {
 }
 
 async fn run(ctx: Context) -> Result<(), ControllerError> {
-    let gates = &ctx.settings.feature_gates;
-    if gates.enabled(FeatureGate::DraWorkloadResourceClaims) {
-        tracing::warn!(
-            controller = CONTROLLER,
-            "DRAWorkloadResourceClaims is enabled, but kcm does not implement PodGroup claims; not running this controller (upstream's must run it)"
-        );
-        ctx.shutdown.cancelled().await;
-        return Ok(());
-    }
     let queue: WorkQueue<Key> = WorkQueue::new(QUEUE, &ctx.metrics.workqueue);
     let controller = ResourceClaims::new(&ctx, &queue)?;
     let workers = ctx.settings.concurrent_resourceclaim_syncs.get() as usize;
     let (claims, pods, templates) = (controller.clone(), controller.clone(), controller.clone());
     let mut wiring = ctx.controller();
+    // Only with the gate on: nothing else asks for PodGroups.
+    if controller.features.workload_claims {
+        let groups = controller.clone();
+        wiring.watch(&queue, move |change: Change<PodGroup>, _| {
+            groups.on_pod_group(change)
+        });
+    }
     wiring
         .watch(&queue, move |change: Change<ResourceClaim>, _| {
             claims.on_claim(change)

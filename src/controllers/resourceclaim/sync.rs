@@ -4,14 +4,19 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::Resource;
 
-use super::claims::{Features, Release, finalizer_removed, statuses_to_record};
+use super::claims::{
+    Features, Release, finalizer_removed, pod_claim_statuses, pod_claims, statuses_to_record,
+};
 use super::error::ClaimError;
 use super::plan::{
-    ClaimStep, Cleanup, Problem, Reservation, Stores, plan_claim, plan_cleanup, plan_pod,
-    plan_reservations, pods_to_fetch,
+    ClaimStep, Cleanup, Consumer, Fetched, PodPlan, Problem, Reservation, Stores,
+    consumers_to_fetch, plan_claim, plan_cleanup, plan_group, plan_pod, plan_reservations,
 };
+use crate::runtime::podgroup::PodGroup;
 use crate::runtime::stored::{key_of, split_key};
 use crate::runtime::view::Pod;
 
@@ -22,6 +27,12 @@ pub(super) trait Effects: Stores {
     async fn create_claim(&self, claim: &ResourceClaim) -> kube::Result<ResourceClaim>;
     /// Applies `status.resourceClaimStatuses` (pod claim name, claim name) to the pod.
     async fn record_claims(&self, pod: &Pod, entries: &[(String, String)]) -> kube::Result<Pod>;
+    /// Applies `status.resourceClaimStatuses` (entry name, claim name) to the PodGroup.
+    async fn record_group_claims(
+        &self,
+        group: &PodGroup,
+        entries: &[(String, String)],
+    ) -> kube::Result<PodGroup>;
     /// UpdateStatus of the claim.
     async fn write_claim_status(
         &self,
@@ -38,18 +49,56 @@ pub(super) trait Effects: Stores {
     async fn delete_claim(&self, claim: &ResourceClaim) -> kube::Result<()>;
     /// The pod as the API server has it.
     async fn get_pod(&self, namespace: &str, name: &str) -> kube::Result<Option<Pod>>;
+    /// The PodGroup as the API server has it.
+    async fn get_pod_group(&self, namespace: &str, name: &str) -> kube::Result<Option<PodGroup>>;
     /// Reports bad input; true the first time this problem is seen.
     fn report(&self, problem: &Problem) -> bool;
-    /// Records a warning event on the pod; never blocks or fails the sync.
-    fn warn(&self, pod: &Pod, reason: &'static str, note: String);
+    /// Records a warning event on the pod or PodGroup; never blocks or fails the sync.
+    fn warn(&self, object: ObjectReference, reason: &'static str, note: String);
 }
 
-fn report_on(fx: &impl Effects, problem: &Problem, pod: &Pod) {
+fn report_on(fx: &impl Effects, problem: &Problem, object: &ObjectReference) {
     if fx.report(problem)
         && let Some(reason) = problem.event
     {
-        fx.warn(pod, reason, problem.message.clone());
+        fx.warn(object.clone(), reason, problem.message.clone());
     }
+}
+
+/// Reports the plan's problems, and creates or records each entry's claim: the (entry name,
+/// claim name) pairs to record, and the failures, each also a `FailedResourceClaimCreation`
+/// event on `object` ("<what> <entry>: <err>") and wrapped by `wrap` (entry name, error).
+async fn create_claims(
+    fx: &impl Effects,
+    plan: PodPlan,
+    object: &ObjectReference,
+    what: &str,
+    wrap: impl Fn(String, ClaimError) -> ClaimError,
+) -> (Vec<(String, String)>, Vec<ClaimError>) {
+    for problem in &plan.problems {
+        report_on(fx, problem, object);
+    }
+    let mut recorded = Vec::new();
+    let mut errors = Vec::new();
+    for (entry, step) in plan.entries {
+        let claim = match step {
+            Ok(step) => perform(fx, step).await,
+            Err(err) => Err(err),
+        };
+        match claim {
+            Ok(Some(claim)) => recorded.push((entry, claim)),
+            Ok(None) => {}
+            Err(err) => {
+                fx.warn(
+                    object.clone(),
+                    "FailedResourceClaimCreation",
+                    format!("{what} {entry}: {err}"),
+                );
+                errors.push(wrap(entry, err));
+            }
+        }
+    }
+    (recorded, errors)
 }
 
 /// `syncPod`: every claim of the pod exists and is recorded in its status; a pod already
@@ -59,40 +108,25 @@ pub(super) async fn sync_pod(fx: &impl Effects, key: &str) -> Result<(), ClaimEr
     let Some(pod) = fx.pod(namespace, name) else {
         return Ok(());
     };
-    let Some(plan) = plan_pod(&pod, fx, fx.features()) else {
+    let Some(plan) = plan_pod(&pod, fx, fx.features())? else {
         return Ok(());
     };
-    for problem in &plan.problems {
-        report_on(fx, problem, &pod);
-    }
-    let mut recorded = Vec::new();
-    let mut errors = Vec::new();
-    for (pod_claim, step) in plan.entries {
-        let claim = match step {
-            Ok(step) => perform(fx, step).await,
-            Err(err) => Err(err),
-        };
-        match claim {
-            Ok(Some(claim)) => recorded.push((pod_claim, claim)),
-            Ok(None) => {}
-            Err(err) => {
-                fx.warn(
-                    &pod,
-                    "FailedResourceClaimCreation",
-                    format!("PodResourceClaim {pod_claim}: {err}"),
-                );
-                errors.push(ClaimError::PodClaim {
-                    pod: key.to_string(),
-                    pod_claim,
-                    source: Box::new(err),
-                });
-            }
-        }
-    }
+    let (recorded, mut errors) = create_claims(
+        fx,
+        plan,
+        &pod.object_ref(),
+        "PodResourceClaim",
+        |pod_claim, err| ClaimError::PodClaim {
+            pod: key.to_string(),
+            pod_claim,
+            source: Box::new(err),
+        },
+    )
+    .await;
     let mut pod = pod;
     if !recorded.is_empty() {
         // The new entries, plus the ones already recorded, so the apply removes none.
-        let entries = statuses_to_record(&pod, &recorded);
+        let entries = statuses_to_record(pod_claims(&pod), pod_claim_statuses(&pod), &recorded);
         match fx.record_claims(&pod, &entries).await {
             Ok(updated) => pod = Arc::new(updated),
             Err(source) => errors.push(ClaimError::RecordStatuses {
@@ -105,6 +139,44 @@ pub(super) async fn sync_pod(fx: &impl Effects, key: &str) -> Result<(), ClaimEr
         return Err(ClaimError::Several(errors));
     }
     reserve(fx, &pod).await
+}
+
+/// `syncPodGroup`: every claim the PodGroup makes from a template exists and is recorded in
+/// its status (reservations are made for its pods, in `sync_pod`).
+pub(super) async fn sync_group(fx: &impl Effects, key: &str) -> Result<(), ClaimError> {
+    let (namespace, name) = split_key(key);
+    let Some(group) = fx.pod_group(namespace, name) else {
+        return Ok(());
+    };
+    let Some(plan) = plan_group(&group, fx, fx.features()) else {
+        return Ok(());
+    };
+    let (recorded, mut errors) = create_claims(
+        fx,
+        plan,
+        &group.object_ref(&()),
+        "PodGroupResourceClaim",
+        |claim, err| ClaimError::GroupClaim {
+            group: key.to_string(),
+            claim,
+            source: Box::new(err),
+        },
+    )
+    .await;
+    if !recorded.is_empty() {
+        let entries = statuses_to_record(group.claims(), group.claim_statuses(), &recorded);
+        if let Err(source) = fx.record_group_claims(&group, &entries).await {
+            errors.push(ClaimError::RecordGroupStatuses {
+                group: key.to_string(),
+                source,
+            });
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ClaimError::Several(errors))
+    }
 }
 
 /// Creates a claim, or just names the one to record: the claim name to record, if any.
@@ -121,7 +193,8 @@ async fn perform(fx: &impl Effects, step: ClaimStep) -> Result<Option<String>, C
 
 /// Reserves the allocated claims of a pod bound to a node without the scheduler.
 async fn reserve(fx: &impl Effects, pod: &Pod) -> Result<(), ClaimError> {
-    let plan = plan_reservations(pod, fx);
+    let plan = plan_reservations(pod, fx, fx.features());
+    let object = pod.object_ref();
     for step in plan.steps {
         match step {
             Reservation::Reserve { live, desired } => {
@@ -132,7 +205,7 @@ async fn reserve(fx: &impl Effects, pod: &Pod) -> Result<(), ClaimError> {
                         source,
                     })?;
             }
-            Reservation::Full(problem) => report_on(fx, &problem, pod),
+            Reservation::Full(problem) => report_on(fx, &problem, &object),
         }
     }
     plan.outcome
@@ -145,18 +218,24 @@ pub(super) async fn sync_claim(fx: &impl Effects, key: &str) -> Result<(), Claim
     let Some(mut claim) = fx.claim(namespace, name) else {
         return Ok(());
     };
-    let mut fetched = Vec::new();
-    for pod in pods_to_fetch(&claim, fx) {
-        let live = fx
-            .get_pod(namespace, &pod)
-            .await
-            .map_err(|source| ClaimError::GetPod {
-                pod: format!("{namespace}/{pod}"),
-                source,
-            })?;
-        fetched.extend(live);
+    let features = fx.features();
+    let mut fetched = Fetched::default();
+    for (kind, name) in consumers_to_fetch(&claim, fx, features) {
+        let key = format!("{namespace}/{name}");
+        match kind {
+            Consumer::Pod => fetched.pods.extend(
+                fx.get_pod(namespace, &name)
+                    .await
+                    .map_err(|source| ClaimError::GetPod { pod: key, source })?,
+            ),
+            Consumer::PodGroup => fetched.groups.extend(
+                fx.get_pod_group(namespace, &name)
+                    .await
+                    .map_err(|source| ClaimError::GetGroup { group: key, source })?,
+            ),
+        }
     }
-    let plan = plan_claim(key, &claim, fx, &fetched);
+    let plan = plan_claim(key, &claim, fx, &fetched, features);
     for problem in &plan.problems {
         fx.report(problem);
     }

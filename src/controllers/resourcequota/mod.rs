@@ -80,6 +80,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         informs(&["resource.k8s.io"], &["resourceclaims", "deviceclasses"]),
     ],
     api: None,
+    gated: &[],
     run: |ctx| run(ctx).boxed(),
 };
 

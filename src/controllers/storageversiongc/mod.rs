@@ -61,6 +61,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         informs(&["internal.apiserver.k8s.io"], &["storageversions"]),
     ],
     api: Some(("internal.apiserver.k8s.io", "v1alpha1")),
+    gated: &[],
     run: |ctx| run(ctx).boxed(),
 };
 

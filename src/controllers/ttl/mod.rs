@@ -40,6 +40,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
     ],
     informs: &[informs(&[""], &["nodes"])],
     api: None,
+    gated: &[],
     run: |ctx| run(ctx).boxed(),
 };
 

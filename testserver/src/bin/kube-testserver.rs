@@ -32,6 +32,9 @@ struct Args {
     /// Seconds between watch bookmarks.
     #[arg(long, default_value_t = 1)]
     bookmark_interval: u64,
+    /// Serve scheduling.k8s.io/v1alpha2 PodGroups (an alpha API in v1.36).
+    #[arg(long)]
+    pod_groups: bool,
 }
 
 fn read_seed_objects(dir: &Path) -> Result<Vec<Value>, String> {
@@ -75,6 +78,7 @@ async fn main() -> ExitCode {
         port: args.port,
         event_window: args.event_window,
         bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)),
+        pod_groups: args.pod_groups,
         ..Options::default()
     };
     let server = match TestServer::start_with(options).await {
