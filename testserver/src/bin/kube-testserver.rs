@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use kube_testserver::{Options, TestServer, kubeconfig_yaml};
+use kube_testserver::{Options, TestServer};
 use serde_json::Value;
 
 #[derive(Parser, Debug)]
@@ -32,6 +32,10 @@ struct Args {
     /// Seconds between watch bookmarks.
     #[arg(long, default_value_t = 1)]
     bookmark_interval: u64,
+    /// Serve HTTPS with a CA of the server's own; the kubeconfig written trusts it and
+    /// authenticates as the admin with a client certificate.
+    #[arg(long)]
+    tls: bool,
 }
 
 fn read_seed_objects(dir: &Path) -> Result<Vec<Value>, String> {
@@ -75,6 +79,7 @@ async fn main() -> ExitCode {
         port: args.port,
         event_window: args.event_window,
         bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)),
+        tls: args.tls,
         ..Options::default()
     };
     let server = match TestServer::start_with(options).await {
@@ -100,7 +105,7 @@ async fn main() -> ExitCode {
         }
     }
     if let Some(path) = &args.kubeconfig_out
-        && let Err(err) = std::fs::write(path, kubeconfig_yaml(&server.url()))
+        && let Err(err) = std::fs::copy(server.kubeconfig_path(), path)
     {
         eprintln!("kube-testserver: cannot write {}: {err}", path.display());
         return ExitCode::FAILURE;
