@@ -15,6 +15,10 @@
 //! kind takes, the writes per controller, then the same after replacing 10 % of the pods
 //! (delete + create). Prints markdown rows; asserts no timing.
 //!
+//! kcm talks HTTPS to the server, as to a cluster's API server, so its CPU includes TLS
+//! (`KCM_SCALE_TLS=0`: plain HTTP). The bench prints kcm's CPU per write and the TCP
+//! connections it opened, by client.
+//!
 //! `KCM_SCALE=a cargo bench --bench scale` (or `-- a`; default `a`). `KCM_BIN=<path>` runs
 //! another kcm binary (e.g. one built with `--features mimalloc`), `KCM_SCALE_LABEL` names it
 //! in the output, `KCM_SCALE_TIMEOUT_SECS` bounds each phase (default 3600). Results are also
@@ -496,6 +500,42 @@ fn writes_delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -
         .join(", ")
 }
 
+/// CPU seconds per write of a phase, in milliseconds, from the writes counted before and
+/// after it (every controller's, events included).
+fn per_write(cpu: f64, before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> String {
+    let writes: f64 = after
+        .iter()
+        .map(|(k, v)| v - before.get(k).copied().unwrap_or(0.0))
+        .sum();
+    if writes == 0.0 {
+        return "no writes".into();
+    }
+    format!("{:.3} ms ({writes:.0} writes)", cpu * 1000.0 / writes)
+}
+
+/// The TCP connections the server accepted (all kcm's: the bench reads the store directly),
+/// in total and by kcm client (the last part of the user agent of each one's first request).
+fn connections(server: &TestServer) -> String {
+    let all = server.connections();
+    let mut by_client: BTreeMap<String, usize> = BTreeMap::new();
+    for conn in &all {
+        let client = conn.user_agent.rsplit('/').next().unwrap_or_default();
+        let client = if client.is_empty() {
+            "(no request)"
+        } else {
+            client
+        };
+        *by_client.entry(client.to_string()).or_default() += 1;
+    }
+    let http2 = all.iter().filter(|c| c.http2).count();
+    let clients = by_client
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("{} ({http2} HTTP/2): {clients}", all.len())
+}
+
 fn allocator_label() -> String {
     if let Ok(label) = std::env::var("KCM_SCALE_LABEL") {
         return label;
@@ -581,8 +621,10 @@ async fn main() {
 
     // Enough events kept for watches to resume across the churn (three per replaced pod)
     // without a relist, as against a real API server.
+    let tls = std::env::var("KCM_SCALE_TLS").map_or(true, |v| v != "0");
     let server = TestServer::start_with(Options {
         event_window: (size.pods / 2).max(10_000),
+        tls,
         ..Options::default()
     })
     .await
@@ -658,6 +700,11 @@ async fn main() {
     };
     println!("every store synced after {}", secs(synced_at));
     report.add("RSS after the initial sync", format!("{rss_sync:.1} MiB"));
+    // What the cold start's CPU is besides its writes: lists, watches, the first syncs.
+    report.add(
+        "kcm CPU until every store synced",
+        format!("{:.2} s", usage(pid).0),
+    );
     let objects = size.pods + 3 * size.namespaces + size.nodes;
     report.add(
         "RSS after sync per stored object",
@@ -675,9 +722,13 @@ async fn main() {
     let rss_converged = rss_mib(pid);
     add_convergence(&mut report, "cold start", done);
     report.add("cold start: kcm CPU", format!("{cpu_cold:.2} s"));
+    let writes_cold = kcm.writes_by_controller().await;
+    report.add(
+        "cold start: kcm CPU per write",
+        per_write(cpu_cold, &BTreeMap::new(), &writes_cold),
+    );
     report.add("RSS once converged", format!("{rss_converged:.1} MiB"));
     report.add("peak RSS, cold start", format!("{peak_cold:.1} MiB"));
-    let writes_cold = kcm.writes_by_controller().await;
     report.add(
         "cold start: writes per controller (kcm_api_writes_total)",
         writes_delta(&BTreeMap::new(), &writes_cold),
@@ -729,6 +780,11 @@ async fn main() {
     let (cpu_all, peak) = usage(pid);
     add_convergence(&mut report, &format!("churn of {churned} pods"), done);
     report.add("churn: kcm CPU", format!("{:.2} s", cpu_all - cpu_cold));
+    let writes_all = kcm.writes_by_controller().await;
+    report.add(
+        "churn: kcm CPU per write",
+        per_write(cpu_all - cpu_cold, &writes_cold, &writes_all),
+    );
     report.add("peak RSS, whole run", format!("{peak:.1} MiB"));
     if let Some(path) = std::env::var_os("KCM_SCALE_METRICS_OUT")
         && let Err(e) = std::fs::write(&path, kcm.metrics().await)
@@ -737,11 +793,18 @@ async fn main() {
     }
     report.add(
         "churn: writes per controller (kcm_api_writes_total)",
-        writes_delta(&writes_cold, &kcm.writes_by_controller().await),
+        writes_delta(&writes_cold, &writes_all),
     );
     report.add(
         "churn: writes the server saw",
         server_writes(&server, churn_start),
+    );
+    report.add(
+        format!(
+            "TCP connections kcm opened ({})",
+            if tls { "HTTPS" } else { "HTTP" }
+        ),
+        connections(&server),
     );
     drop(kcm);
 

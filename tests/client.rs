@@ -13,17 +13,10 @@ use serde_json::json;
 
 const BURST: usize = 4;
 
-/// With a rate so small that no token comes back during the test (one per 1000 s), each
-/// bucket allows exactly `--kube-api-burst` requests. The work below needs more than that
-/// in total (3 informer lists, 3 node patches, the StorageVersion GC's reads and delete, a
-/// discovery request) but at most `BURST` per client, so it completes only if every client
-/// has a bucket of its own; the request log shows who used what. No timing is involved: a
-/// shared bucket would stall the work for good, not slow it.
-#[tokio::test]
-async fn every_controller_and_the_informers_have_their_own_token_bucket() {
-    let server = TestServer::start().await;
+/// Creates nodes `node-0`… through the server's own client.
+async fn create_nodes(server: &TestServer, count: usize) -> Api<Node> {
     let nodes: Api<Node> = Api::all(server.client());
-    for i in 0..3 {
+    for i in 0..count {
         let node = json!({ "metadata": { "name": format!("node-{i}") } });
         nodes
             .create(
@@ -33,6 +26,38 @@ async fn every_controller_and_the_informers_have_their_own_token_bucket() {
             .await
             .unwrap();
     }
+    nodes
+}
+
+/// Waits until the TTL controller has annotated every node.
+async fn every_node_annotated(nodes: &Api<Node>) {
+    eventually("every node annotated", DEADLINE, || async {
+        nodes
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .all(|n| {
+                n.metadata
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.contains_key("node.alpha.kubernetes.io/ttl"))
+            })
+    })
+    .await;
+}
+
+/// With a rate so small that no token comes back during the test (one per 1000 s), each
+/// bucket allows exactly `--kube-api-burst` requests. The work below needs more than that
+/// in total (3 informer lists, 3 node patches, the StorageVersion GC's reads and delete, a
+/// discovery request) but at most `BURST` per client, so it completes only if every client
+/// has a bucket of its own; the request log shows who used what. No timing is involved: a
+/// shared bucket would stall the work for good, not slow it.
+#[tokio::test]
+async fn every_controller_and_the_informers_have_their_own_token_bucket() {
+    let server = TestServer::start().await;
+    let nodes = create_nodes(&server, 3).await;
     server
         .seed(json!({
             "apiVersion": "internal.apiserver.k8s.io/v1alpha1", "kind": "StorageVersion",
@@ -54,21 +79,7 @@ async fn every_controller_and_the_informers_have_their_own_token_bucket() {
     )
     .await;
 
-    eventually("every node annotated", DEADLINE, || async {
-        nodes
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .all(|n| {
-                n.metadata
-                    .annotations
-                    .as_ref()
-                    .is_some_and(|a| a.contains_key("node.alpha.kubernetes.io/ttl"))
-            })
-    })
-    .await;
+    every_node_annotated(&nodes).await;
     let svs: Api<StorageVersion> = Api::all(server.client());
     eventually("the dead StorageVersion deleted", DEADLINE, || async {
         svs.get_opt("core.pods").await.unwrap().is_none()
@@ -111,4 +122,43 @@ async fn every_controller_and_the_informers_have_their_own_token_bucket() {
         "each client within its own burst, together beyond one: {by_client:?}"
     );
     kcm.stop().await;
+}
+
+/// Over TLS each client keeps its connections alive and reuses them: the TTL controller's
+/// 20 patches go over at most one connection per worker (a request in flight each), not one
+/// per request, and every connection of kcm is TLS with HTTP/1.1.
+#[tokio::test]
+async fn over_tls_connections_are_kept_and_reused() {
+    const NODES: usize = 20;
+    const TTL_WORKERS: usize = 5;
+    let server = TestServer::start_with(kube_testserver::Options {
+        tls: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let nodes = create_nodes(&server, NODES).await;
+    let kcm = InProcess::start(&server, &["--controllers=ttl-controller"]).await;
+    every_node_annotated(&nodes).await;
+    kcm.stop().await;
+
+    let client_of = |user_agent: &str| {
+        user_agent
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let patches = server
+        .count(|r| r.is("patch", "nodes", "") && client_of(&r.user_agent) == "ttl-controller");
+    assert_eq!(patches, NODES);
+    let mut by_client: BTreeMap<String, usize> = BTreeMap::new();
+    for conn in server.connections() {
+        if conn.user_agent.contains(" kcm/") {
+            assert!(conn.tls && !conn.http2, "{conn:?}");
+            *by_client.entry(client_of(&conn.user_agent)).or_default() += 1;
+        }
+    }
+    let ttl = by_client.get("ttl-controller").copied().unwrap_or_default();
+    assert!((1..=TTL_WORKERS).contains(&ttl), "{by_client:?}");
 }

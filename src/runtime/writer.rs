@@ -12,6 +12,18 @@ use serde_json::Value;
 
 use super::metrics::Metrics;
 
+/// The one part of a write's answer [`ApiWriter::replace_status`] reads.
+#[derive(serde::Deserialize)]
+struct Written {
+    metadata: WrittenMeta,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WrittenMeta {
+    resource_version: Option<String>,
+}
+
 #[derive(Clone)]
 pub struct ApiWriter {
     controller: &'static str,
@@ -158,42 +170,53 @@ impl ApiWriter {
     where
         K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
     {
-        self.replace_part(api, live, desired, Part::Whole).await
-    }
-
-    /// `UpdateStatus`: only `.status` of `desired` is taken by the server.
-    pub async fn replace_status<K>(&self, api: &Api<K>, live: &K, desired: &K) -> kube::Result<K>
-    where
-        K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
-    {
-        self.replace_part(api, live, desired, Part::Status).await
-    }
-
-    async fn replace_part<K>(
-        &self,
-        api: &Api<K>,
-        live: &K,
-        desired: &K,
-        part: Part,
-    ) -> kube::Result<K>
-    where
-        K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
-    {
-        let resource = Self::resource::<K>(part.subresource());
+        let resource = Self::resource::<K>(None);
         let name = desired.name_any();
         if self.shadow {
-            let diff = json_patch::diff(&part.of(to_json(live)), &part.of(to_json(desired)));
-            self.shadow(Verb::Update, &resource, &name, &to_json(&diff));
+            self.shadow_update(&resource, &name, live, desired, Part::Whole);
             return Ok(desired.clone());
         }
         let params = PostParams::default();
-        let write = async {
-            match part {
-                Part::Whole => api.replace(&name, &params, desired).await,
-                Part::Status => api.replace_status(&name, &params, desired).await,
-            }
-        };
+        let write = api.replace(&name, &params, desired);
         self.run(Verb::Update, &resource, write).await
+    }
+
+    /// `UpdateStatus`: only `.status` of `desired` is taken by the server. Returns `desired`
+    /// as written: with the resourceVersion the server gave it, the one field of the answer
+    /// read (the server keeps the rest as sent, or as it was outside the status), so the
+    /// object written is not decoded again.
+    pub async fn replace_status<K>(&self, api: &Api<K>, live: &K, mut desired: K) -> kube::Result<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
+    {
+        let resource = Self::resource::<K>(Part::Status.subresource());
+        let name = desired.name_any();
+        if self.shadow {
+            self.shadow_update(&resource, &name, live, &desired, Part::Status);
+            return Ok(desired);
+        }
+        let write = async {
+            let body = serde_json::to_vec(&desired).map_err(kube::Error::SerdeError)?;
+            let request = kube::core::Request::new(api.resource_url())
+                .replace_subresource("status", &name, &PostParams::default(), body)
+                .map_err(kube::Error::BuildRequest)?;
+            api.clone().into_client().request::<Written>(request).await
+        };
+        let written = self.run(Verb::Update, &resource, write).await?;
+        desired.meta_mut().resource_version = written.metadata.resource_version;
+        Ok(desired)
+    }
+
+    fn shadow_update<K: Serialize>(
+        &self,
+        resource: &str,
+        name: &str,
+        live: &K,
+        desired: &K,
+        part: Part,
+    ) {
+        let diff = json_patch::diff(&part.of(to_json(live)), &part.of(to_json(desired)));
+        self.shadow(Verb::Update, resource, name, &to_json(&diff));
     }
 
     /// A patch of `part` of the object (server-side apply included).
@@ -223,6 +246,35 @@ impl ApiWriter {
             }
         };
         self.run(verb, &resource, write).await
+    }
+
+    /// [`ApiWriter::patch`] of the whole object for a caller that keeps nothing of the
+    /// object written: the answer is read (so the connection is reused) but not decoded.
+    pub async fn patch_unread<K, P>(
+        &self,
+        api: &Api<K>,
+        live: &K,
+        params: &PatchParams,
+        patch: &Patch<P>,
+    ) -> kube::Result<()>
+    where
+        K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
+        P: Serialize + Debug,
+    {
+        let resource = Self::resource::<K>(None);
+        let verb = patch_verb(patch);
+        let name = live.name_any();
+        if self.shadow {
+            self.shadow(verb, &resource, &name, &patch_body(patch));
+            return Ok(());
+        }
+        let write = async {
+            let request = kube::core::Request::new(api.resource_url())
+                .patch(&name, params, patch)
+                .map_err(kube::Error::BuildRequest)?;
+            api.clone().into_client().request_text(request).await
+        };
+        self.run(verb, &resource, write).await.map(drop)
     }
 
     pub async fn delete<K>(&self, api: &Api<K>, live: &K, params: &DeleteParams) -> kube::Result<()>

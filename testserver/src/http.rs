@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, Version, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use rand::Rng;
@@ -25,6 +25,7 @@ use crate::store::{
     DeleteOptions, ListOptions, PatchType, Propagation, Store, Subresource, WriteOptions,
 };
 use crate::table::{self, Include};
+use crate::transport::{Connections, Peer};
 
 /// Reported by `/version`: the Kubernetes release the server imitates.
 pub const KUBERNETES_VERSION: (&str, &str) = ("1", "36");
@@ -33,6 +34,7 @@ pub(crate) struct Shared {
     pub store: Arc<Store>,
     pub faults: Arc<Faults>,
     pub reviews: Arc<crate::reviews::Reviews>,
+    pub connections: Arc<Connections>,
     pub addr: SocketAddr,
 }
 
@@ -210,6 +212,8 @@ fn default_field_manager(user_agent: &str) -> String {
 
 async fn handle(
     State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<Peer>,
+    version: Version,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -223,6 +227,9 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
+    shared
+        .connections
+        .request(peer.id, &user_agent, version == Version::HTTP_2);
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -269,7 +276,7 @@ async fn handle(
     if !verdict.latency.is_zero() {
         tokio::time::sleep(verdict.latency).await;
     }
-    let user = authenticate(&shared, &headers);
+    let user = authenticate(&shared, &peer, &headers);
     let access = match &user {
         Some(user) => authorize(&shared, &info, &user_agent, user),
         None => Err(ApiError::new(401, "Unauthorized", "Unauthorized")),
@@ -336,9 +343,13 @@ async fn handle(
     response
 }
 
-/// Who sent the request: the user of its bearer token, or the configured token-less user
-/// when it has none; None when its token is unknown or expired (401, as the API server).
-fn authenticate(shared: &Shared, headers: &HeaderMap) -> Option<UserInfo> {
+/// Who sent the request, in the API server's authenticator order: the user of its client
+/// certificate, else of its bearer token, else the configured token-less user; None when
+/// its token is unknown or expired (401, as the API server).
+fn authenticate(shared: &Shared, peer: &Peer, headers: &HeaderMap) -> Option<UserInfo> {
+    if let Some(user) = &peer.certificate_user {
+        return Some(user.clone());
+    }
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

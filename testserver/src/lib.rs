@@ -19,12 +19,16 @@ pub mod selector;
 mod store;
 mod table;
 pub mod testing;
+mod transport;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine as _;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject as _;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -36,6 +40,7 @@ pub use faults::{Authorizer, Fault, Faults, RequestInfo, RequestRecord};
 pub use resources::{ResourceType, ScalePaths, ScaleSelector};
 pub use reviews::{Reviews, SUPERUSERS, UserInfo};
 pub use store::{Store, get_path};
+pub use transport::{Connection, TlsError};
 
 /// How a server behaves; the defaults suit most tests.
 #[derive(Debug, Clone)]
@@ -51,6 +56,10 @@ pub struct Options {
     /// Serve `scheduling.k8s.io/v1alpha2` PodGroups, as a cluster with the alpha API (and
     /// GenericWorkload) enabled does.
     pub pod_groups: bool,
+    /// Serve HTTPS, as a cluster's API server does: a CA of the server's own, whose
+    /// certificate the kubeconfig trusts and which signs the kubeconfig's client certificate
+    /// (the admin); client certificates and bearer tokens both authenticate.
+    pub tls: bool,
 }
 
 impl Default for Options {
@@ -61,6 +70,7 @@ impl Default for Options {
             bookmark_interval: Duration::from_secs(1),
             garbage_collector: true,
             pod_groups: false,
+            tls: false,
         }
     }
 }
@@ -71,6 +81,8 @@ pub struct TestServer {
     faults: Arc<Faults>,
     reviews: Arc<Reviews>,
     addr: SocketAddr,
+    tls: Option<transport::Credentials>,
+    connections: Arc<transport::Connections>,
     kubeconfig: PathBuf,
     stop: Option<oneshot::Sender<()>>,
     tasks: Vec<JoinHandle<()>>,
@@ -92,6 +104,12 @@ impl TestServer {
         let listener =
             tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], options.port))).await?;
         let addr = listener.local_addr()?;
+        let tls = if options.tls {
+            Some(transport::Credentials::generate()?)
+        } else {
+            None
+        };
+        let connections = Arc::new(transport::Connections::default());
         let store = Arc::new(Store::new(options.event_window));
         if options.pod_groups {
             store.register(podgroups::resource_type());
@@ -102,11 +120,13 @@ impl TestServer {
             store: store.clone(),
             faults: faults.clone(),
             reviews: reviews.clone(),
+            connections: connections.clone(),
             addr,
         });
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let mut tasks = Vec::new();
-        let app = http::router(shared);
+        let app = http::router(shared).into_make_service_with_connect_info::<transport::Peer>();
+        let listener = transport::Listener::new(listener, tls.as_ref(), connections.clone());
         tasks.push(tokio::spawn(async move {
             let serve = axum::serve(listener, app).with_graceful_shutdown(async {
                 let _ = stop_rx.await;
@@ -134,12 +154,20 @@ impl TestServer {
                 bookmark_store.send_bookmarks();
             }
         }));
-        let kubeconfig = write_kubeconfig(&format!("http://{addr}"))?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let yaml = kubeconfig_with(
+            &format!("{scheme}://{addr}"),
+            tls.as_ref().map(|c| c.ca_pem.as_str()),
+            &admin_user_yaml(tls.as_ref()),
+        );
+        let kubeconfig = write_kubeconfig(&yaml)?;
         Ok(Self {
             store,
             faults,
             reviews,
             addr,
+            tls,
+            connections,
             kubeconfig,
             stop: Some(stop_tx),
             tasks,
@@ -147,7 +175,18 @@ impl TestServer {
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The PEM certificate of the CA that signed the serving certificate, under TLS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.tls.as_ref().map(|c| c.ca_pem.as_str())
+    }
+
+    /// Every TCP connection the server accepted so far, in order.
+    pub fn connections(&self) -> Vec<Connection> {
+        self.connections.all()
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -160,8 +199,15 @@ impl TestServer {
             .url()
             .parse()
             .unwrap_or_else(|_| unreachable!("a loopback URL parses"));
-        let config = kube::Config::new(url);
-        kube::Client::try_from(config).unwrap_or_else(|e| unreachable!("a plain-HTTP config: {e}"))
+        let mut config = kube::Config::new(url);
+        // Requests carry no credentials: the token-less user (the admin by default).
+        config.root_cert = self.tls.as_ref().map(|c| {
+            CertificateDer::pem_slice_iter(c.ca_pem.as_bytes())
+                .filter_map(Result::ok)
+                .map(|der| der.to_vec())
+                .collect()
+        });
+        kube::Client::try_from(config).unwrap_or_else(|e| unreachable!("a loopback config: {e}"))
     }
 
     /// A kubeconfig file for this server, for running `kcm` or `kubectl` as subprocesses.
@@ -210,8 +256,7 @@ impl TestServer {
             .map(Path::to_path_buf)
             .unwrap_or_else(std::env::temp_dir);
         let path = dir.join(format!("kubeconfig-{}", uuid::Uuid::new_v4().simple()));
-        let yaml = kubeconfig_yaml(&self.url())
-            .replace("  user: {}\n", &format!("  user:\n    token: {token}\n"));
+        let yaml = kubeconfig_with(&self.url(), self.ca_pem(), &format!("\n    token: {token}"));
         std::fs::write(&path, yaml)?;
         Ok(path)
     }
@@ -275,19 +320,45 @@ impl Drop for TestServer {
     }
 }
 
-fn write_kubeconfig(url: &str) -> std::io::Result<PathBuf> {
+fn write_kubeconfig(yaml: &str) -> std::io::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("kube-testserver-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir)?;
     let path = dir.join("kubeconfig");
-    std::fs::write(&path, kubeconfig_yaml(url))?;
+    std::fs::write(&path, yaml)?;
     Ok(path)
 }
 
 /// A kubeconfig with one cluster, context and (credential-less) user.
 pub fn kubeconfig_yaml(url: &str) -> String {
+    kubeconfig_with(url, None, " {}")
+}
+
+/// The kubeconfig user of the server's own kubeconfig: under TLS the admin's client
+/// certificate, else none (the token-less user).
+fn admin_user_yaml(tls: Option<&transport::Credentials>) -> String {
+    let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
+    match tls {
+        Some(c) => format!(
+            "\n    client-certificate-data: {}\n    client-key-data: {}",
+            b64(&c.admin_cert_pem),
+            b64(&c.admin_key_pem)
+        ),
+        None => " {}".into(),
+    }
+}
+
+/// A kubeconfig for `url`, trusting `ca_pem` when given, whose user entry is `user` (YAML
+/// following `user:`).
+fn kubeconfig_with(url: &str, ca_pem: Option<&str>, user: &str) -> String {
+    let ca = ca_pem.map_or_else(String::new, |pem| {
+        format!(
+            "    certificate-authority-data: {}\n",
+            base64::engine::general_purpose::STANDARD.encode(pem)
+        )
+    });
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: testserver\n  cluster:\n    server: {url}\n\
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: testserver\n  cluster:\n    server: {url}\n{ca}\
          contexts:\n- name: testserver\n  context:\n    cluster: testserver\n    user: testserver\n    namespace: default\n\
-         current-context: testserver\nusers:\n- name: testserver\n  user: {{}}\n"
+         current-context: testserver\nusers:\n- name: testserver\n  user:{user}\n"
     )
 }

@@ -368,3 +368,57 @@ async fn an_authorizer_function_is_asked_about_binding_too() {
         "ResourceClaim.resource.k8s.io \"gpu\" is invalid: status.allocation: Forbidden: changing status.allocation or status.reservedFor requires resource=\"resourceclaims/binding\", verb=\"patch\" permission: no patch of bindings"
     );
 }
+
+/// Under TLS the server's kubeconfig trusts its CA and authenticates with the admin's client
+/// certificate (CN the user, O the groups, as the API server's x509 authenticator reads it);
+/// bearer tokens work as over HTTP, and each client keeps one connection for its requests.
+#[tokio::test]
+async fn https_with_client_certificates_and_tokens() {
+    let server = TestServer::start_with(kube_testserver::Options {
+        tls: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert!(server.url().starts_with("https://127.0.0.1:"));
+    server.reviews().set_tokenless_user(UserInfo::anonymous());
+    alices_roles(&server);
+    server.enforce_rbac();
+
+    let admin = client_of(server.kubeconfig_path()).await;
+    let alice = client_of(&server.kubeconfig_as(&UserInfo::new("alice", &[])).unwrap()).await;
+    for _ in 0..3 {
+        Api::<ConfigMap>::namespaced(admin.clone(), "default")
+            .list(&ListParams::default())
+            .await
+            .unwrap();
+        Api::<ConfigMap>::namespaced(alice.clone(), "default")
+            .list(&ListParams::default())
+            .await
+            .unwrap();
+    }
+    // No credentials at all: the token-less user, here anonymous, whom RBAC refuses.
+    let refused = Api::<ConfigMap>::namespaced(server.client(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(refused).code, 403);
+
+    let users: Vec<String> = server.requests().into_iter().map(|r| r.user).collect();
+    assert_eq!(
+        users,
+        [
+            "system:admin",
+            "alice",
+            "system:admin",
+            "alice",
+            "system:admin",
+            "alice",
+            "system:anonymous"
+        ]
+    );
+    let connections = server.connections();
+    assert_eq!(connections.len(), 3, "one per client: {connections:?}");
+    // kube's own client offers only HTTP/1.1 by ALPN.
+    assert!(connections.iter().all(|c| c.tls && !c.http2));
+}

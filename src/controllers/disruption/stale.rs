@@ -51,7 +51,7 @@ impl Disruption {
         let mut desired = live.clone();
         desired.status = Some(cleared_disruption_target(&live, &now));
         self.writer
-            .replace_status(&api, &live, &desired)
+            .replace_status(&api, &live, desired)
             .await
             .map(|_| ())
             .map_err(failed)

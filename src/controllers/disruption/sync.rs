@@ -79,7 +79,7 @@ impl Disruption {
             self.ctx.client.clone(),
             &pdb.namespace().unwrap_or_default(),
         );
-        let written = self.writer.replace_status(&api, pdb, &desired).await?;
+        let written = self.writer.replace_status(&api, pdb, desired).await?;
         self.written.mutated(written, Instant::now());
         Ok(())
     }

@@ -146,7 +146,7 @@ impl Effects for ResourceClaims {
     ) -> kube::Result<ResourceClaim> {
         let updated = self
             .writer
-            .replace_status(&self.claims_api(live), live, desired)
+            .replace_status(&self.claims_api(live), live, desired.clone())
             .await?;
         self.mutations.mutated(updated.clone(), Instant::now());
         Ok(updated)

@@ -133,7 +133,7 @@ impl Gc {
             }
             Outcome::UpdateStatus(updated) => self
                 .writer
-                .replace_status(&self.storage_versions, sv, &updated)
+                .replace_status(&self.storage_versions, sv, *updated)
                 .await
                 .map(|_| ())
                 .map_err(GcError::from),

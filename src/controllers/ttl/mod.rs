@@ -21,7 +21,7 @@ use crate::runtime::lock::lock;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
 use crate::runtime::stored::NodeMeta;
-use crate::runtime::writer::{ApiWriter, Part, is_not_found};
+use crate::runtime::writer::{ApiWriter, is_not_found};
 
 const CONTROLLER: &str = "ttl-controller";
 const QUEUE: &str = "ttlcontroller";
@@ -109,16 +109,10 @@ impl Ttl {
         let patch = Patch::Strategic(annotation_patch(&value));
         match self
             .writer
-            .patch(
-                &self.api,
-                &node,
-                &PatchParams::default(),
-                &patch,
-                Part::Whole,
-            )
+            .patch_unread(&self.api, &node, &PatchParams::default(), &patch)
             .await
         {
-            Ok(_) => {
+            Ok(()) => {
                 tracing::debug!(node = name, ttl = desired, "Changed ttl annotation");
                 Ok(())
             }

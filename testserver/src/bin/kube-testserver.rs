@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use kube_testserver::{Options, TestServer, kubeconfig_yaml};
+use kube_testserver::{Options, TestServer};
 use serde_json::Value;
 
 #[derive(Parser, Debug)]
@@ -35,6 +35,10 @@ struct Args {
     /// Serve scheduling.k8s.io/v1alpha2 PodGroups (an alpha API in v1.36).
     #[arg(long)]
     pod_groups: bool,
+    /// Serve HTTPS with a CA of the server's own; the kubeconfig written trusts it and
+    /// authenticates as the admin with a client certificate.
+    #[arg(long)]
+    tls: bool,
 }
 
 fn read_seed_objects(dir: &Path) -> Result<Vec<Value>, String> {
@@ -79,6 +83,7 @@ async fn main() -> ExitCode {
         event_window: args.event_window,
         bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)),
         pod_groups: args.pod_groups,
+        tls: args.tls,
         ..Options::default()
     };
     let server = match TestServer::start_with(options).await {
@@ -104,7 +109,7 @@ async fn main() -> ExitCode {
         }
     }
     if let Some(path) = &args.kubeconfig_out
-        && let Err(err) = std::fs::write(path, kubeconfig_yaml(&server.url()))
+        && let Err(err) = std::fs::copy(server.kubeconfig_path(), path)
     {
         eprintln!("kube-testserver: cannot write {}: {err}", path.display());
         return ExitCode::FAILURE;
