@@ -10,6 +10,7 @@ mod error;
 mod events;
 mod faults;
 mod http;
+mod list_options;
 pub mod patch;
 pub mod rbac;
 mod resources;
@@ -22,6 +23,7 @@ pub mod testing;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -47,6 +49,10 @@ pub struct Options {
     pub bookmark_interval: Duration,
     /// Run the owner-reference garbage collector, as a real cluster does.
     pub garbage_collector: bool,
+    /// The API server's `WatchList` gate (beta, on by default since 1.34): watches with
+    /// `sendInitialEvents` are served. Off, they are refused with 422 as a server before
+    /// 1.27 or with the gate off refuses them, and legacy watches are not defaulted to them.
+    pub watch_list: bool,
 }
 
 impl Default for Options {
@@ -56,6 +62,7 @@ impl Default for Options {
             event_window: 10_000,
             bookmark_interval: Duration::from_secs(1),
             garbage_collector: true,
+            watch_list: true,
         }
     }
 }
@@ -66,6 +73,7 @@ pub struct TestServer {
     faults: Arc<Faults>,
     reviews: Arc<Reviews>,
     addr: SocketAddr,
+    bytes_sent: Arc<AtomicU64>,
     kubeconfig: PathBuf,
     stop: Option<oneshot::Sender<()>>,
     tasks: Vec<JoinHandle<()>>,
@@ -90,11 +98,14 @@ impl TestServer {
         let store = Arc::new(Store::new(options.event_window));
         let faults = Arc::new(Faults::default());
         let reviews = Arc::new(Reviews::default());
+        let bytes_sent = Arc::new(AtomicU64::new(0));
         let shared = Arc::new(http::Shared {
             store: store.clone(),
             faults: faults.clone(),
             reviews: reviews.clone(),
             addr,
+            watch_list: options.watch_list,
+            bytes_sent: bytes_sent.clone(),
         });
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let mut tasks = Vec::new();
@@ -132,6 +143,7 @@ impl TestServer {
             faults,
             reviews,
             addr,
+            bytes_sent,
             kubeconfig,
             stop: Some(stop_tx),
             tasks,
@@ -144,6 +156,12 @@ impl TestServer {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Bytes of response bodies sent so far (what lists and watches cost the server's
+    /// network; headers not counted).
+    pub fn bytes_sent(&self) -> u64 {
+        self.bytes_sent.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A kube client pointed at this server.

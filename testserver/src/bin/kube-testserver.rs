@@ -32,6 +32,10 @@ struct Args {
     /// Seconds between watch bookmarks.
     #[arg(long, default_value_t = 1)]
     bookmark_interval: u64,
+    /// The API server's `WatchList` gate: `false` refuses streaming initial lists
+    /// (`sendInitialEvents`) with 422, as a server before 1.27 does.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    watch_list: bool,
 }
 
 fn read_seed_objects(dir: &Path) -> Result<Vec<Value>, String> {
@@ -75,6 +79,7 @@ async fn main() -> ExitCode {
         port: args.port,
         event_window: args.event_window,
         bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)),
+        watch_list: args.watch_list,
         ..Options::default()
     };
     let server = match TestServer::start_with(options).await {
