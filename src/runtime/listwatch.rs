@@ -174,6 +174,22 @@ where
         Ok(self.api.watch(&params, &self.version).await?.boxed())
     }
 
+    /// The step after a failed streaming list: the error and another try, or a LIST.
+    fn after_failure(
+        &mut self,
+        on: OnFailure,
+        err: Error,
+    ) -> (Option<Result<Event<K>, Error>>, State<K>) {
+        match on {
+            OnFailure::List => (None, self.fall_back(&err)),
+            OnFailure::RetryFromNow => {
+                self.version.clear();
+                (Some(Err(err)), State::Start)
+            }
+            OnFailure::Retry => (Some(Err(err)), State::Start),
+        }
+    }
+
     fn fall_back(&self, why: &dyn std::fmt::Display) -> State<K> {
         tracing::debug!(resource = %self.resource, error = %why, "streaming list refused; listing instead");
         State::List
@@ -193,15 +209,8 @@ where
                         },
                     ),
                     Err(err) => {
-                        match on_failure(api_status(&err), connection::cause(&err).is_some()) {
-                            OnFailure::List => (None, self.fall_back(&err)),
-                            retry => {
-                                if retry == OnFailure::RetryFromNow {
-                                    self.version.clear();
-                                }
-                                (Some(Err(Error::WatchStartFailed(err))), State::Start)
-                            }
-                        }
+                        let on = on_failure(api_status(&err), connection::cause(&err).is_some());
+                        self.after_failure(on, Error::WatchStartFailed(err))
                     }
                 }
             }
@@ -258,61 +267,47 @@ where
                 mut stream,
                 opened,
                 events,
-            } => match next(&mut stream).await {
-                Some(Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj))) => {
-                    let next = State::Streaming {
-                        stream,
-                        opened,
-                        events: events + 1,
-                    };
-                    (Some(Ok(Event::InitApply(obj))), next)
-                }
-                Some(Ok(WatchEvent::Deleted(obj))) => {
-                    // The API server sends none before the bookmark (KEP-3157).
-                    tracing::debug!(resource = %self.resource, name = %obj.name_any(), "DELETED among the initial events; ignored");
-                    let next = State::Streaming {
-                        stream,
-                        opened,
-                        events: events + 1,
-                    };
-                    (None, next)
-                }
-                Some(Ok(WatchEvent::Bookmark(bookmark))) => {
-                    let end = bookmark
-                        .metadata
-                        .annotations
-                        .get(INITIAL_EVENTS_END)
-                        .is_some_and(|v| v == "true");
-                    if end {
-                        self.version = bookmark.metadata.resource_version;
-                        return (Some(Ok(Event::InitDone)), State::Watching { stream });
+            } => {
+                let event = next(&mut stream).await;
+                let counted = |stream| State::Streaming {
+                    stream,
+                    opened,
+                    events: events + 1,
+                };
+                match event {
+                    Some(Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj))) => {
+                        (Some(Ok(Event::InitApply(obj))), counted(stream))
                     }
-                    let next = State::Streaming {
-                        stream,
-                        opened,
-                        events: events + 1,
-                    };
-                    (None, next)
-                }
-                Some(Ok(WatchEvent::Error(status))) => {
-                    match on_failure(Some(status.as_ref()), false) {
-                        OnFailure::List => (None, self.fall_back(&status)),
-                        retry => {
-                            if retry == OnFailure::RetryFromNow {
-                                self.version.clear();
-                            }
-                            (Some(Err(Error::WatchError(status))), State::Start)
+                    Some(Ok(WatchEvent::Deleted(obj))) => {
+                        // The API server sends none before the bookmark (KEP-3157).
+                        tracing::debug!(resource = %self.resource, name = %obj.name_any(), "DELETED among the initial events; ignored");
+                        (None, counted(stream))
+                    }
+                    Some(Ok(WatchEvent::Bookmark(bookmark))) => {
+                        let end = bookmark
+                            .metadata
+                            .annotations
+                            .get(INITIAL_EVENTS_END)
+                            .is_some_and(|v| v == "true");
+                        if end {
+                            self.version = bookmark.metadata.resource_version;
+                            return (Some(Ok(Event::InitDone)), State::Watching { stream });
                         }
+                        (None, counted(stream))
                     }
+                    Some(Ok(WatchEvent::Error(status))) => {
+                        let on = on_failure(Some(status.as_ref()), false);
+                        self.after_failure(on, Error::WatchError(status))
+                    }
+                    Some(Err(err)) => (Some(Err(Error::WatchFailed(err))), State::Start),
+                    None if events == 0 && opened.elapsed() < VERY_SHORT_WATCH => (
+                        None,
+                        self.fall_back(&"the watch ended at once, having sent nothing"),
+                    ),
+                    // Ended before the bookmark: streamed again from the start, as client-go does.
+                    None => (None, State::Start),
                 }
-                Some(Err(err)) => (Some(Err(Error::WatchFailed(err))), State::Start),
-                None if events == 0 && opened.elapsed() < VERY_SHORT_WATCH => (
-                    None,
-                    self.fall_back(&"the watch ended at once, having sent nothing"),
-                ),
-                // Ended before the bookmark: streamed again from the start, as client-go does.
-                None => (None, State::Start),
-            },
+            }
             State::Synced => match self.watch(false).await {
                 Ok(stream) => (None, State::Watching { stream }),
                 Err(err) => {
