@@ -23,6 +23,16 @@ fn pod(name: &str) -> Pod {
     .unwrap()
 }
 
+/// A server started with `options`, holding pod `default/a`; and the pods API.
+async fn server_with_pod_a(options: Options) -> (TestServer, Api<Pod>) {
+    let server = TestServer::start_with(options).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    pods.create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
+    (server, pods)
+}
+
 /// The process's informers against `server`, never shut down.
 fn informers(server: &TestServer) -> Informers {
     Informers::new(
@@ -57,11 +67,7 @@ fn describe(change: &Change<PodView>) -> String {
 
 #[tokio::test]
 async fn three_readers_share_one_watch_and_see_old_and_new() {
-    let server = TestServer::start().await;
-    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    pods.create(&PostParams::default(), &pod("a"))
-        .await
-        .unwrap();
+    let (server, pods) = server_with_pod_a(Options::default()).await;
     let informers = informers(&server);
     let mut subscribers: Vec<_> = (0..3)
         .map(|_| informers.get::<PodView>().subscribe())
@@ -164,11 +170,7 @@ async fn deletes_missed_while_disconnected_arrive_after_the_relist() {
 /// itself, at a period in [min, 2 x min).
 #[tokio::test]
 async fn resync_replays_the_store_as_updates() {
-    let server = TestServer::start().await;
-    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    pods.create(&PostParams::default(), &pod("a"))
-        .await
-        .unwrap();
+    let (server, _) = server_with_pod_a(Options::default()).await;
     let informers =
         informers(&server).with_min_resync_period(std::time::Duration::from_millis(100));
     let informer = informers.get::<PodView>();
@@ -228,11 +230,7 @@ async fn synced_with_a(
 /// 1.36 asks for it, and that same watch goes on with the changes.
 #[tokio::test]
 async fn the_initial_state_is_streamed_by_default() {
-    let server = TestServer::start().await;
-    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    pods.create(&PostParams::default(), &pod("a"))
-        .await
-        .unwrap();
+    let (server, pods) = server_with_pod_a(Options::default()).await;
     let informers = informers(&server);
     let mut rx = synced_with_a(&informers).await;
     let streams = streaming_watches(&server);
@@ -263,16 +261,11 @@ async fn the_initial_state_is_streamed_by_default() {
 /// reflector falls back.
 #[tokio::test]
 async fn a_refused_stream_falls_back_to_a_paginated_list() {
-    let server = TestServer::start_with(Options {
+    let (server, pods) = server_with_pod_a(Options {
         watch_list: false,
         ..Options::default()
     })
-    .await
-    .unwrap();
-    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    pods.create(&PostParams::default(), &pod("a"))
-        .await
-        .unwrap();
+    .await;
     let informers = informers(&server);
     let mut rx = synced_with_a(&informers).await;
     let refused = streaming_watches(&server);
@@ -303,11 +296,7 @@ async fn a_refused_stream_falls_back_to_a_paginated_list() {
 /// after any other refusal, a 500 included.
 #[tokio::test]
 async fn a_throttled_stream_is_retried_and_a_failed_one_lists() {
-    let server = TestServer::start().await;
-    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    pods.create(&PostParams::default(), &pod("a"))
-        .await
-        .unwrap();
+    let (server, _) = server_with_pod_a(Options::default()).await;
     server.inject(Fault::error(429).verb("watch").resource("pods").times(1));
     let informers = informers(&server);
     drop(synced_with_a(&informers).await);
@@ -315,11 +304,7 @@ async fn a_throttled_stream_is_retried_and_a_failed_one_lists() {
     assert_eq!(codes, [429, 200]);
     assert_eq!(server.count(|r| r.is("list", "pods", "")), 0);
 
-    let server = TestServer::start().await;
-    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    pods.create(&PostParams::default(), &pod("a"))
-        .await
-        .unwrap();
+    let (server, _) = server_with_pod_a(Options::default()).await;
     server.inject(Fault::error(500).verb("watch").resource("pods").times(1));
     let informers = self::informers(&server);
     drop(synced_with_a(&informers).await);
@@ -331,11 +316,7 @@ async fn a_throttled_stream_is_retried_and_a_failed_one_lists() {
 /// Gate `WatchListClient` off: the initial state is a paginated LIST, as before 1.35.
 #[tokio::test]
 async fn with_the_gate_off_the_initial_state_is_listed() {
-    let server = TestServer::start().await;
-    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    pods.create(&PostParams::default(), &pod("a"))
-        .await
-        .unwrap();
+    let (server, pods) = server_with_pod_a(Options::default()).await;
     let informers = informers(&server).with_initial_list(InitialList::Paginated);
     let mut rx = synced_with_a(&informers).await;
     assert!(streaming_watches(&server).is_empty());
