@@ -53,6 +53,13 @@ async fn counts_follow_creates_deletes_and_a_relist() {
     );
     counter.wait_synced().await;
     assert_eq!((counter.count("default"), counter.count("other")), (2, 0));
+    // Streamed, as the shared informers (gate `WatchListClient` on by default).
+    assert_eq!(
+        server
+            .count(|r| r.is("watch", "widgets", "") && r.query.contains("sendInitialEvents=true")),
+        1
+    );
+    assert_eq!(server.count(|r| r.is("list", "widgets", "")), 0);
     let first = rx.recv().await.unwrap();
     assert_eq!(
         first,
