@@ -18,10 +18,12 @@
 //!   The objects arrive as ADDED events; the BOOKMARK annotated `k8s.io/initial-events-end`
 //!   ends the initial state, and the same watch goes on.
 //! - A refusal falls back to a paginated LIST for this attempt (client-go's `ListAndWatch`):
-//!   any error but a connection failure or 429 (both retried with backoff) and 410 or "too
-//!   large resource version" (retried from `""`). So does a watch that ends at once, with
+//!   any error but a connection failure (client-go: a refused connection) or 429 (both
+//!   retried with backoff) and 410 or "too large resource version" (retried from `""`). So does a watch that ends at once, with
 //!   nothing sent (client-go's "very short watch"). A watch that ends after sending events
 //!   but before the bookmark is retried: the partial state is dropped by the next `Init`.
+//!   Each watch asks for kube's 290 s (client-go: 5 to 10 min), so an initial state that
+//!   takes longer to stream than that never completes.
 //! - The watch resumes from the last resourceVersion seen; a 410 starts over with the
 //!   initial state, streamed again when streaming is on, as client-go relists.
 //! - With streaming off (`WatchListClient=false`), the initial state is a LIST in pages of
