@@ -23,7 +23,9 @@
 //! another kcm binary (e.g. one built with `--features mimalloc`), `KCM_SCALE_LABEL` names it
 //! in the output, `KCM_SCALE_TIMEOUT_SECS` bounds each phase (default 3600). Results are also
 //! written to `target/tmp/scale-<size>-<label>.txt`; with both sizes there for a label, the
-//! memory per additional pod is printed.
+//! memory per additional pod is printed. `KCM_SCALE_SYNC_ONLY=1` stops once the stores are
+//! synced (their figures: time, peak RSS, CPU, bytes the server sent); `KCM_SCALE_KCM_ARGS`
+//! adds kcm flags (e.g. `--feature-gates=WatchListClient=false` to list instead of stream).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -360,6 +362,11 @@ impl Kcm {
             .arg(kubeconfig)
             .args(["--leader-elect=false", "--bind-address=127.0.0.1"])
             .arg(format!("--port={metrics_port}"))
+            .args(
+                std::env::var("KCM_SCALE_KCM_ARGS")
+                    .unwrap_or_default()
+                    .split_whitespace(),
+            )
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -671,6 +678,7 @@ async fn main() {
     let mut report = Report::default();
 
     // Cold start.
+    let bytes_before = server.bytes_sent();
     let start = Instant::now();
     let kcm = Kcm::spawn(server.kubeconfig_path(), &log);
     let pid = kcm.pid();
@@ -698,7 +706,15 @@ async fn main() {
             log.display()
         );
     };
-    println!("every store synced after {}", secs(synced_at));
+    let (cpu_sync, peak_sync) = usage(pid);
+    let sent = server.bytes_sent() - bytes_before;
+    report.add("every store synced after", secs(synced_at));
+    report.add("peak RSS until synced", format!("{peak_sync:.1} MiB"));
+    report.add("kcm CPU until synced", format!("{cpu_sync:.2} s"));
+    report.add(
+        "bytes the server sent until synced",
+        format!("{:.1} MiB", sent as f64 / (1024.0 * 1024.0)),
+    );
     report.add("RSS after the initial sync", format!("{rss_sync:.1} MiB"));
     // What the cold start's CPU is besides its writes: lists, watches, the first syncs.
     report.add(
@@ -714,6 +730,7 @@ async fn main() {
         ),
     );
     if sync_only {
+        print_rows(size, &label, &report);
         return;
     }
 
@@ -825,6 +842,10 @@ async fn main() {
         println!("(run size {other} with the same allocator for the RSS per additional pod)");
     }
 
+    print_rows(size, &label, &report);
+}
+
+fn print_rows(size: Size, label: &str, report: &Report) {
     println!();
     println!(
         "| figure ({}: {} pods, {} namespaces, {} nodes; {label}) | value |",

@@ -140,7 +140,8 @@ pub async fn run_with_config(
         metrics.clone(),
         controllers_stop.clone(),
     )
-    .with_min_resync_period(settings.min_resync_period);
+    .with_min_resync_period(settings.min_resync_period)
+    .with_initial_list(settings.initial_list);
 
     // Standbys are ready (they are healthy, waiting for the lease); a leader is ready once
     // every enabled controller has started or been found to lack its API, and every store

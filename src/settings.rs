@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::controllers::Controller;
 use crate::features::FeatureGates;
+use crate::runtime::listwatch::InitialList;
 
 /// Everything the command line says, checked and resolved.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +51,9 @@ pub struct Settings {
     /// `--min-resync-period`: each shared store replays its objects to its handlers at a
     /// random period in [min, 2 x min); zero disables the replay.
     pub min_resync_period: Duration,
+    /// How the shared informers and metadata watches get their initial state: streamed
+    /// (gate `WatchListClient`, on by default) or listed in pages.
+    pub initial_list: InitialList,
     /// `--profiling`: `/debug/pprof/` on the serving ports.
     pub profiling: bool,
     /// `--disabled-metrics`: families neither registered nor served.

@@ -4,6 +4,7 @@ mod common;
 
 use common::{DEADLINE, eventually};
 use kcm::runtime::counter::{CountChange, ObjectCounter};
+use kcm::runtime::listwatch::InitialList;
 use kcm::runtime::metrics::Metrics;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube_testserver::{Fault, ResourceType, TestServer};
@@ -48,9 +49,17 @@ async fn counts_follow_creates_deletes_and_a_relist() {
         Metrics::new().unwrap(),
         &CancellationToken::new(),
         tx,
+        InitialList::default(),
     );
     counter.wait_synced().await;
     assert_eq!((counter.count("default"), counter.count("other")), (2, 0));
+    // Streamed, as the shared informers (gate `WatchListClient` on by default).
+    assert_eq!(
+        server
+            .count(|r| r.is("watch", "widgets", "") && r.query.contains("sendInitialEvents=true")),
+        1
+    );
+    assert_eq!(server.count(|r| r.is("list", "widgets", "")), 0);
     let first = rx.recv().await.unwrap();
     assert_eq!(
         first,

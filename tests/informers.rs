@@ -1,15 +1,17 @@
-//! Shared informers: one watch per resource type however many controllers read it, and
-//! deletes delivered even when only a relist reveals them.
+//! Shared informers: one watch per resource type however many controllers read it, deletes
+//! delivered even when only a relist reveals them, and the initial state streamed (gate
+//! `WatchListClient`) with a fallback to a paginated LIST when the server refuses.
 
 mod common;
 
 use common::{DEADLINE, eventually};
 use k8s_openapi::api::core::v1::Pod;
 use kcm::runtime::informer::{Change, Informers};
+use kcm::runtime::listwatch::InitialList;
 use kcm::runtime::metrics::Metrics;
 use kcm::runtime::view::Pod as PodView;
 use kube::api::{Api, DeleteParams, PostParams};
-use kube_testserver::{Fault, TestServer};
+use kube_testserver::{Fault, Options, RequestRecord, TestServer};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -19,6 +21,16 @@ fn pod(name: &str) -> Pod {
         "spec": { "containers": [{ "name": "c", "image": "i" }] }
     }))
     .unwrap()
+}
+
+/// A server started with `options`, holding pod `default/a`; and the pods API.
+async fn server_with_pod_a(options: Options) -> (TestServer, Api<Pod>) {
+    let server = TestServer::start_with(options).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    pods.create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
+    (server, pods)
 }
 
 /// The process's informers against `server`, never shut down.
@@ -55,11 +67,7 @@ fn describe(change: &Change<PodView>) -> String {
 
 #[tokio::test]
 async fn three_readers_share_one_watch_and_see_old_and_new() {
-    let server = TestServer::start().await;
-    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    pods.create(&PostParams::default(), &pod("a"))
-        .await
-        .unwrap();
+    let (server, pods) = server_with_pod_a(Options::default()).await;
     let informers = informers(&server);
     let mut subscribers: Vec<_> = (0..3)
         .map(|_| informers.get::<PodView>().subscribe())
@@ -98,14 +106,9 @@ async fn three_readers_share_one_watch_and_see_old_and_new() {
     assert_eq!(describe(&next_change(&mut late).await), "synced");
 
     assert_eq!(
-        server.count(|r| r.is("watch", "pods", "")),
-        1,
-        "one watch on pods"
-    );
-    assert_eq!(
-        server.count(|r| r.is("list", "pods", "")),
-        1,
-        "one list on pods"
+        pod_watches_and_lists(&server),
+        (1, 0),
+        "one watch on pods, which streamed the initial state; no list"
     );
 }
 
@@ -148,17 +151,26 @@ async fn deletes_missed_while_disconnected_arrive_after_the_relist() {
     assert_eq!(after, vec!["added c", "deleted a"]);
     // The relist's changes are sent together, so anything about b would be queued already.
     assert!(rx.try_recv().is_err(), "b unchanged: no event");
+    // The 410 relisted as the first sync did: streamed again, from the last version seen.
+    let streams = streaming_watches(&server);
+    assert_eq!(streams.len(), 2, "the first sync and the relist");
+    let version = streams[1]
+        .query
+        .split('&')
+        .find_map(|p| p.strip_prefix("resourceVersion="));
+    assert!(
+        version.is_some_and(|v| !v.is_empty()),
+        "{}",
+        streams[1].query
+    );
+    assert_eq!(server.count(|r| r.is("list", "pods", "")), 0, "no list");
 }
 
 /// `--min-resync-period`: every stored object comes again as an update from itself to
 /// itself, at a period in [min, 2 x min).
 #[tokio::test]
 async fn resync_replays_the_store_as_updates() {
-    let server = TestServer::start().await;
-    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    pods.create(&PostParams::default(), &pod("a"))
-        .await
-        .unwrap();
+    let (server, _) = server_with_pod_a(Options::default()).await;
     let informers =
         informers(&server).with_min_resync_period(std::time::Duration::from_millis(100));
     let informer = informers.get::<PodView>();
@@ -179,8 +191,141 @@ async fn resync_replays_the_store_as_updates() {
     }
     assert!(started.elapsed() >= std::time::Duration::from_millis(200));
     assert_eq!(
-        server.count(|r| r.is("list", "pods", "")),
-        1,
+        pod_watches_and_lists(&server),
+        (1, 0),
         "a resync reads the store, not the API server"
     );
+}
+
+/// How many watches and lists of pods the server saw.
+fn pod_watches_and_lists(server: &TestServer) -> (usize, usize) {
+    (
+        server.count(|r| r.is("watch", "pods", "")),
+        server.count(|r| r.is("list", "pods", "")),
+    )
+}
+
+/// The pod watches that asked for a streaming list, in order.
+fn streaming_watches(server: &TestServer) -> Vec<RequestRecord> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.is("watch", "pods", "") && r.query.contains("sendInitialEvents=true"))
+        .collect()
+}
+
+/// Waits for the informer's first sync and its change stream's `added a`, `synced`.
+async fn synced_with_a(
+    informers: &Informers,
+) -> tokio::sync::mpsc::UnboundedReceiver<Change<PodView>> {
+    let informer = informers.get::<PodView>();
+    let mut rx = informer.subscribe();
+    informer.wait_synced().await;
+    assert_eq!(describe(&next_change(&mut rx).await), "added a");
+    assert_eq!(describe(&next_change(&mut rx).await), "synced");
+    rx
+}
+
+/// Gate `WatchListClient` on (the default): the initial state is one watch, as client-go
+/// 1.36 asks for it, and that same watch goes on with the changes.
+#[tokio::test]
+async fn the_initial_state_is_streamed_by_default() {
+    let (server, pods) = server_with_pod_a(Options::default()).await;
+    let informers = informers(&server);
+    let mut rx = synced_with_a(&informers).await;
+    let streams = streaming_watches(&server);
+    assert_eq!(streams.len(), 1);
+    let query = &streams[0].query;
+    for param in [
+        "allowWatchBookmarks=true",
+        "sendInitialEvents=true",
+        "resourceVersionMatch=NotOlderThan",
+        "resourceVersion=",
+    ] {
+        assert!(query.split('&').any(|p| p == param), "{param} in {query}");
+    }
+    assert_eq!(streams[0].code, 200);
+    pods.create(&PostParams::default(), &pod("b"))
+        .await
+        .unwrap();
+    assert_eq!(describe(&next_change(&mut rx).await), "added b");
+    assert_eq!(
+        pod_watches_and_lists(&server),
+        (1, 0),
+        "the same watch; no list"
+    );
+}
+
+/// A server that refuses streaming lists (422, as one before 1.27 or with `WatchList` off)
+/// gets a paginated LIST instead, then a watch from the list's version, as client-go's
+/// reflector falls back.
+#[tokio::test]
+async fn a_refused_stream_falls_back_to_a_paginated_list() {
+    let (server, pods) = server_with_pod_a(Options {
+        watch_list: false,
+        ..Options::default()
+    })
+    .await;
+    let informers = informers(&server);
+    let mut rx = synced_with_a(&informers).await;
+    let refused = streaming_watches(&server);
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0].code, 422);
+    let lists: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.is("list", "pods", ""))
+        .collect();
+    assert_eq!(lists.len(), 1);
+    assert!(lists[0].query.contains("limit=500"), "{}", lists[0].query);
+    pods.create(&PostParams::default(), &pod("b"))
+        .await
+        .unwrap();
+    assert_eq!(describe(&next_change(&mut rx).await), "added b");
+    let watches: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.is("watch", "pods", ""))
+        .collect();
+    assert_eq!(watches.len(), 2, "the refused stream, then the watch");
+    assert!(!watches[1].query.contains("sendInitialEvents"));
+    assert_eq!(watches[1].code, 200);
+}
+
+/// client-go retries a stream answered 429 (after backoff) instead of listing, and lists
+/// after any other refusal, a 500 included.
+#[tokio::test]
+async fn a_throttled_stream_is_retried_and_a_failed_one_lists() {
+    let (server, _) = server_with_pod_a(Options::default()).await;
+    server.inject(Fault::error(429).verb("watch").resource("pods").times(1));
+    let informers = informers(&server);
+    drop(synced_with_a(&informers).await);
+    let codes: Vec<u16> = streaming_watches(&server).iter().map(|r| r.code).collect();
+    assert_eq!(codes, [429, 200]);
+    assert_eq!(server.count(|r| r.is("list", "pods", "")), 0);
+
+    let (server, _) = server_with_pod_a(Options::default()).await;
+    server.inject(Fault::error(500).verb("watch").resource("pods").times(1));
+    let informers = self::informers(&server);
+    drop(synced_with_a(&informers).await);
+    let codes: Vec<u16> = streaming_watches(&server).iter().map(|r| r.code).collect();
+    assert_eq!(codes, [500]);
+    assert_eq!(server.count(|r| r.is("list", "pods", "")), 1);
+}
+
+/// Gate `WatchListClient` off: the initial state is a paginated LIST, as before 1.35.
+#[tokio::test]
+async fn with_the_gate_off_the_initial_state_is_listed() {
+    let (server, pods) = server_with_pod_a(Options::default()).await;
+    let informers = informers(&server).with_initial_list(InitialList::Paginated);
+    let mut rx = synced_with_a(&informers).await;
+    assert!(streaming_watches(&server).is_empty());
+    assert_eq!(
+        server.count(|r| r.is("list", "pods", "") && r.code == 200),
+        1
+    );
+    pods.create(&PostParams::default(), &pod("b"))
+        .await
+        .unwrap();
+    assert_eq!(describe(&next_change(&mut rx).await), "added b");
 }

@@ -45,8 +45,11 @@ async fn lease_holder(server: &TestServer) -> Option<String> {
 async fn readyz_waits_for_stores_and_metrics_expose_the_families() {
     let server = TestServer::start().await;
     node(&server, "n1").await;
-    // The node list fails until cleared: the leader cannot be ready before its store syncs.
-    server.inject(Fault::error(500).verb("list").resource("nodes"));
+    // The node stream and list fail until cleared: the leader cannot be ready before its
+    // store syncs.
+    for verb in ["list", "watch"] {
+        server.inject(Fault::error(500).verb(verb).resource("nodes"));
+    }
     let kcm = leader_candidate(&server);
     eventually("kcm leads", DEADLINE, || async {
         kcm.metric(LEADER).await == Some(1.0)

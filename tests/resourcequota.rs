@@ -265,15 +265,17 @@ async fn counts_a_type_registered_at_run_time_and_survives_its_failures() {
     )
     .await;
 
-    // A second type whose list keeps failing: the quota's other names are still written,
-    // the count is left out, and the sync is retried until the list works.
+    // A second type whose stream and list keep failing: the quota's other names are still
+    // written, the count is left out, and the sync is retried until the list works.
     server.store().register(ResourceType::custom(
         "example.com",
         "v1",
         "gadgets",
         "Gadget",
     ));
-    server.inject(Fault::error(500).verb("list").resource("gadgets"));
+    for verb in ["list", "watch"] {
+        server.inject(Fault::error(500).verb(verb).resource("gadgets"));
+    }
     create_quota(
         &quotas,
         "q2",

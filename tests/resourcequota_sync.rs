@@ -18,7 +18,7 @@
 //!   lister whose `List` fails and expects a status write that leaves out the pod names
 //!   (`hard` = the spec, `used` = only the names that did compute, `{}` and `{configmaps: 0}`).
 //!   kcm's pod evaluator reads its pod informer's cache, which cannot fail at sync time; a failing
-//!   pod *list* on the server (`Fault::error(500).verb("list").resource("pods")`) instead keeps
+//!   pod *watch and list* on the server (`Fault::error(500)` on both, for pods) instead keeps
 //!   the pod informer from ever syncing, so the controller never starts its workers and writes
 //!   no status at all. (The partial-failure rule is also exercised end to end with a failing
 //!   `count/…` type in tests/resourcequota.rs.)

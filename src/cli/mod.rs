@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use clap::{Arg, ArgAction, Parser};
 
+use crate::runtime::listwatch::InitialList;
+
 /// Declares a group of flags kcm accepts but does not use: each is an `Option` (set only when
 /// given, so the start-up line can name exactly those), with upstream's default in its help,
 /// and `given()` lists the ones on the command line.
@@ -317,6 +319,11 @@ impl Options {
             controller_start_interval: generic.controller_start_interval.0,
             controller_shutdown_timeout: generic.controller_shutdown_timeout.0,
             min_resync_period: generic.min_resync_period.0,
+            initial_list: if gates.gates.enabled(FeatureGate::WatchListClient) {
+                InitialList::Streaming
+            } else {
+                InitialList::Paginated
+            },
             profiling: generic.profiling,
             disabled_metrics: logs
                 .disabled_metrics
@@ -977,6 +984,10 @@ mod tests {
                 .enabled(FeatureGate::StorageVersionApi)
         );
         assert_eq!(prefixed.warnings, ["unrecognized feature gate: Nope"]);
+
+        assert_eq!(on.initial_list, InitialList::Streaming);
+        let listed = settings(&["--feature-gates=WatchListClient=false"]).unwrap();
+        assert_eq!(listed.initial_list, InitialList::Paginated);
 
         assert_eq!(
             settings(&["--feature-gates=DRAAdminAccess=false"])

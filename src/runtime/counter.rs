@@ -8,12 +8,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::PartialObjectMeta;
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, watcher::watcher};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::Event;
 use kube::{Client, ResourceExt};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::listwatch::{InitialList, list_watch};
 use super::metrics::Metrics;
 use crate::runtime::lock::lock;
 
@@ -49,6 +50,7 @@ impl ObjectCounter {
         metrics: Metrics,
         shutdown: &CancellationToken,
         changes: mpsc::UnboundedSender<CountChange>,
+        initial_list: InitialList,
     ) -> Arc<Self> {
         let counter = Arc::new(Self {
             names: Mutex::default(),
@@ -58,7 +60,7 @@ impl ObjectCounter {
         let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, api_resource);
         let task_counter = counter.clone();
         tokio::spawn(async move {
-            let stream = watcher(api, watcher::Config::default()).default_backoff();
+            let stream = list_watch(api, resource.clone(), initial_list).default_backoff();
             let mut stream = std::pin::pin!(stream);
             loop {
                 let event = tokio::select! {

@@ -13,12 +13,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher;
 use kube::runtime::watcher::Event;
 use kube::{Client, Resource};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::listwatch::{InitialList, list_watch};
 use super::metrics::Metrics;
 use super::queue::{QueueKey, WorkQueue};
 use super::stored::Stored;
@@ -389,6 +389,8 @@ pub struct Informers {
     synced: Arc<Mutex<Vec<SyncFlag>>>,
     /// `--min-resync-period`; zero: no resync.
     min_resync_period: Duration,
+    /// Streamed (gate `WatchListClient`, on by default) or listed in pages.
+    initial_list: InitialList,
 }
 
 impl Informers {
@@ -400,7 +402,20 @@ impl Informers {
             started: Arc::default(),
             synced: Arc::default(),
             min_resync_period: Duration::ZERO,
+            initial_list: InitialList::default(),
         }
+    }
+
+    /// How informers started from now on get their initial state (see
+    /// [`super::listwatch`]); streamed unless the gate `WatchListClient` is off.
+    pub fn with_initial_list(mut self, initial_list: InitialList) -> Self {
+        self.initial_list = initial_list;
+        self
+    }
+
+    /// How informers get their initial state, for the metadata watches controllers start.
+    pub fn initial_list(&self) -> InitialList {
+        self.initial_list
     }
 
     /// Informers started from now on resync (see [`Informer::resync`]) each at its own
@@ -443,9 +458,10 @@ impl Informers {
         let client = self.client.clone();
         let metrics = self.metrics.clone();
         let shutdown = self.shutdown.clone();
+        let initial_list = self.initial_list;
         tokio::spawn(async move {
-            let stream = watcher(Api::<K::Watched>::all(client), watcher::Config::default())
-                .default_backoff();
+            let api = Api::<K::Watched>::all(client);
+            let stream = list_watch(api, resource.clone(), initial_list).default_backoff();
             let mut stream = std::pin::pin!(stream);
             loop {
                 let event = tokio::select! {

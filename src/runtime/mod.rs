@@ -15,6 +15,7 @@ pub mod index;
 pub mod informer;
 pub mod intern;
 pub mod leader;
+pub mod listwatch;
 pub mod lock;
 pub mod metrics;
 pub mod mutation;

@@ -100,26 +100,48 @@ impl ApiError {
     /// invalid: <field>: <body>`, where `body` is the field error's (e.g. `Forbidden: ...`)
     /// and `reason` its cause reason (e.g. `FieldValueForbidden`).
     pub fn invalid_field(
-        (kind, group): (&str, &str),
+        kind: (&str, &str),
         name: &str,
         field: &str,
         (reason, body): (&str, String),
+    ) -> Self {
+        Self::invalid_fields(kind, name, &[(field, reason, body)])
+    }
+
+    /// 422 with field errors `(field, cause reason, body)`, as apimachinery's `NewInvalid`
+    /// words them: one as `<field>: <body>`, several as `[<field>: <body>, ...]`.
+    pub fn invalid_fields(
+        (kind, group): (&str, &str),
+        name: &str,
+        errors: &[(&str, &str, String)],
     ) -> Self {
         let qualified = if group.is_empty() {
             kind.to_string()
         } else {
             format!("{kind}.{group}")
         };
+        let shown: Vec<String> = errors
+            .iter()
+            .map(|(field, _, body)| format!("{field}: {body}"))
+            .collect();
+        let aggregate = match shown.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
         let mut err = Self::new(
             422,
             "Invalid",
-            format!("{qualified} \"{name}\" is invalid: {field}: {body}"),
+            format!("{qualified} \"{name}\" is invalid: {aggregate}"),
         );
+        let causes: Vec<Value> = errors
+            .iter()
+            .map(|(field, reason, body)| json!({ "reason": reason, "message": body, "field": field }))
+            .collect();
         err.details = Some(json!({
             "name": name,
             "group": group,
             "kind": kind,
-            "causes": [{ "reason": reason, "message": body, "field": field }],
+            "causes": causes,
         }));
         err
     }

@@ -4,10 +4,11 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, Version, header};
 use axum::response::{IntoResponse, Response};
@@ -36,6 +37,10 @@ pub(crate) struct Shared {
     pub reviews: Arc<crate::reviews::Reviews>,
     pub connections: Arc<Connections>,
     pub addr: SocketAddr,
+    /// The server's `WatchList` gate: streaming initial lists served, or refused.
+    pub watch_list: bool,
+    /// Bytes of every response body sent so far.
+    pub bytes_sent: Arc<AtomicU64>,
 }
 
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
@@ -329,6 +334,7 @@ async fn handle(
     } else {
         response
     };
+    let response = counted(response, &shared.bytes_sent);
     shared.faults.record(RequestRecord {
         info,
         method: method.to_string(),
@@ -341,6 +347,22 @@ async fn handle(
         at: Instant::now(),
     });
     response
+}
+
+/// `response`, its body's bytes added to `sent` as they go out (a whole body at once).
+fn counted(response: Response, sent: &Arc<AtomicU64>) -> Response {
+    if let Some(len) = response.body().size_hint().exact() {
+        sent.fetch_add(len, Ordering::Relaxed);
+        return response;
+    }
+    let sent = sent.clone();
+    response.map(|body| {
+        Body::from_stream(body.into_data_stream().inspect(move |chunk| {
+            if let Ok(chunk) = chunk {
+                sent.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+            }
+        }))
+    })
 }
 
 /// Who sent the request, in the API server's authenticator order: the user of its client
@@ -508,9 +530,11 @@ impl RequestContext<'_> {
         }
     }
 
-    fn list_options(&self) -> ListOptions {
+    /// The list (or, with `watch`, watch) options as the server takes them: defaulted and
+    /// validated (see [`crate::list_options`]).
+    fn list_options(&self, watch: bool) -> Result<ListOptions, ApiError> {
         let q = self.query;
-        ListOptions {
+        let opts = ListOptions {
             label_selector: param(q, "labelSelector").map(String::from),
             field_selector: param(q, "fieldSelector").map(String::from),
             limit: param(q, "limit").and_then(|l| l.parse().ok()),
@@ -521,7 +545,8 @@ impl RequestContext<'_> {
             resource_version_match: param(q, "resourceVersionMatch").map(String::from),
             allow_watch_bookmarks: flag(q, "allowWatchBookmarks"),
             send_initial_events: param(q, "sendInitialEvents").map(|v| v == "true"),
-        }
+        };
+        crate::list_options::resolve(opts, watch, self.shared.watch_list)
     }
 
     fn delete_options(&self) -> DeleteOptions {
@@ -819,7 +844,11 @@ fn resource_request(
     };
     match info.verb.as_str() {
         "get" => Ok(read(&*store.get(&rt, &ns, &name)?)),
-        "list" => Ok(read(&store.list(&rt, ns_filter, &ctx.list_options())?)),
+        "list" => Ok(read(&store.list(
+            &rt,
+            ns_filter,
+            &ctx.list_options(false)?,
+        )?)),
         "watch" => watch_response(ctx, &rt, ns_filter, as_table),
         "create" if sub == Subresource::Main && path.name.is_none() => {
             let created = store.create(&rt, &ns, ctx.body()?, &ctx.write_options())?;
@@ -846,7 +875,12 @@ fn resource_request(
         )),
         "deletecollection" => Ok(json_response(
             200,
-            &store.delete_collection(&rt, ns_filter, &ctx.list_options(), &ctx.delete_options())?,
+            &store.delete_collection(
+                &rt,
+                ns_filter,
+                &ctx.list_options(false)?,
+                &ctx.delete_options(),
+            )?,
         )),
         _ => Err(ApiError::method_not_allowed()),
     }
@@ -933,7 +967,7 @@ fn watch_response(
         .and_then(|t| t.parse().ok())
         .map(Duration::from_secs)
         .unwrap_or_else(default_watch_timeout);
-    let rx = ctx.shared.store.watch(rt, ns, &ctx.list_options())?;
+    let rx = ctx.shared.store.watch(rt, ns, &ctx.list_options(true)?)?;
     let deadline = tokio::time::Instant::now() + timeout;
     let rt = rt.clone();
     let mut headers = true;

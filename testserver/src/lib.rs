@@ -10,6 +10,7 @@ mod error;
 mod events;
 mod faults;
 mod http;
+mod list_options;
 pub mod patch;
 pub mod podgroups;
 pub mod rbac;
@@ -24,6 +25,7 @@ mod transport;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -60,6 +62,10 @@ pub struct Options {
     /// certificate the kubeconfig trusts and which signs the kubeconfig's client certificate
     /// (the admin); client certificates and bearer tokens both authenticate.
     pub tls: bool,
+    /// The API server's `WatchList` gate (beta, on by default since 1.34): watches with
+    /// `sendInitialEvents` are served. Off, they are refused with 422 as a server before
+    /// 1.27 or with the gate off refuses them, and legacy watches are not defaulted to them.
+    pub watch_list: bool,
 }
 
 impl Default for Options {
@@ -71,6 +77,7 @@ impl Default for Options {
             garbage_collector: true,
             pod_groups: false,
             tls: false,
+            watch_list: true,
         }
     }
 }
@@ -83,6 +90,7 @@ pub struct TestServer {
     addr: SocketAddr,
     tls: Option<transport::Credentials>,
     connections: Arc<transport::Connections>,
+    bytes_sent: Arc<AtomicU64>,
     kubeconfig: PathBuf,
     stop: Option<oneshot::Sender<()>>,
     tasks: Vec<JoinHandle<()>>,
@@ -116,12 +124,15 @@ impl TestServer {
         }
         let faults = Arc::new(Faults::default());
         let reviews = Arc::new(Reviews::default());
+        let bytes_sent = Arc::new(AtomicU64::new(0));
         let shared = Arc::new(http::Shared {
             store: store.clone(),
             faults: faults.clone(),
             reviews: reviews.clone(),
             connections: connections.clone(),
             addr,
+            watch_list: options.watch_list,
+            bytes_sent: bytes_sent.clone(),
         });
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let mut tasks = Vec::new();
@@ -168,6 +179,7 @@ impl TestServer {
             addr,
             tls,
             connections,
+            bytes_sent,
             kubeconfig,
             stop: Some(stop_tx),
             tasks,
@@ -191,6 +203,12 @@ impl TestServer {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Bytes of response bodies sent so far (what lists and watches cost the server's
+    /// network; headers not counted).
+    pub fn bytes_sent(&self) -> u64 {
+        self.bytes_sent.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A kube client pointed at this server.

@@ -470,10 +470,11 @@ fn patch_error(err: PatchError) -> ApiError {
     }
 }
 
+/// One watch event, its `type` first as the API server writes it (a client can then decode
+/// the object as it reads it, without buffering it until it knows the type), the object not
+/// copied on the way.
 fn frame(event: &str, obj: &Value) -> Bytes {
-    let mut text = json!({ "type": event, "object": obj }).to_string();
-    text.push('\n');
-    Bytes::from(text)
+    Bytes::from(format!("{{\"type\":\"{event}\",\"object\":{obj}}}\n"))
 }
 
 impl State {
@@ -1416,6 +1417,13 @@ impl Store {
         let send = |bytes: Bytes, last: bool| {
             watcher.send(bytes, last);
         };
+        // Which events come first, as the watch cache decides: `sendInitialEvents=true`, the
+        // current objects as ADDED (a snapshot at least as new as any version asked for, so
+        // never 410), then, when bookmarks are allowed, a BOOKMARK with the
+        // `k8s.io/initial-events-end` annotation at the snapshot's resourceVersion;
+        // `sendInitialEvents=false`, what followed the version given; unset (a server with
+        // `WatchList` off, or a watch from a version), the legacy rule: the objects as ADDED
+        // from "" or "0", else what followed the version given.
         let rv_param = opts.resource_version.as_deref().unwrap_or_default();
         let initial = opts
             .send_initial_events
@@ -1429,7 +1437,7 @@ impl Store {
                     }
                 }
             }
-            if opts.send_initial_events == Some(true) {
+            if opts.send_initial_events == Some(true) && opts.allow_watch_bookmarks {
                 send(
                     frame(
                         "BOOKMARK",
@@ -1441,7 +1449,8 @@ impl Store {
                     false,
                 );
             }
-        } else {
+        } else if !rv_param.is_empty() && rv_param != "0" {
+            // (`sendInitialEvents=false` from "" or "0": from now on, nothing to replay.)
             let since = parse_rv(rv_param)?;
             if since < st.compacted_rv {
                 let status = ApiError::gone(format!(

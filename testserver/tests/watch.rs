@@ -166,3 +166,116 @@ async fn watch_events_can_be_delayed() {
         "delivered after the delay"
     );
 }
+
+/// A streaming list as the API server serves it (`sendInitialEvents=true`): the objects as
+/// ADDED, then the bookmark annotated `k8s.io/initial-events-end` at the snapshot's version,
+/// sent only when bookmarks are allowed; the options checked as `ValidateListOptions` does.
+#[tokio::test]
+async fn streaming_lists_are_served_as_the_api_server_serves_them() {
+    use kube::api::{ListParams, WatchEvent, WatchParams};
+    let server = TestServer::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    for n in ["a", "b"] {
+        api.create(&PostParams::default(), &cm(n)).await.unwrap();
+    }
+    let listed_at = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let params = WatchParams::streaming_lists().timeout(5);
+    let mut stream = api.watch(&params, "").await.unwrap().boxed();
+    let mut seen = Vec::new();
+    loop {
+        match stream.next().await.expect("stream open").unwrap() {
+            WatchEvent::Added(c) => seen.push(c.metadata.name.unwrap()),
+            WatchEvent::Bookmark(b) => {
+                assert_eq!(
+                    b.metadata.annotations.get("k8s.io/initial-events-end"),
+                    Some(&"true".to_string())
+                );
+                assert_eq!(b.metadata.resource_version, listed_at);
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(seen, ["a", "b"]);
+
+    // Without allowWatchBookmarks (not required, for old watches from "0"): no bookmark.
+    let path = "/api/v1/namespaces/default/configmaps?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1";
+    let raw = kube_testserver::testing::http_get(server.addr(), path)
+        .await
+        .unwrap();
+    assert_eq!(raw.status, 200);
+    assert_eq!(raw.body.matches("\"ADDED\"").count(), 2);
+    assert!(!raw.body.contains("BOOKMARK"), "{}", raw.body);
+
+    let path = "/api/v1/namespaces/default/configmaps?watch=true&resourceVersionMatch=NotOlderThan";
+    let raw = kube_testserver::testing::http_get(server.addr(), path)
+        .await
+        .unwrap();
+    assert_eq!(raw.status, 422);
+    assert!(
+        raw.body.contains(r#""message":"ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided""#),
+        "{}",
+        raw.body
+    );
+}
+
+/// A server with `WatchList` off (as any before 1.27) refuses a streaming list with 422; a
+/// legacy watch from "" still gets the objects as ADDED, with no bookmark ending them.
+#[tokio::test]
+async fn a_server_without_watch_list_refuses_streaming_lists() {
+    use kube::api::WatchParams;
+    let server = TestServer::start_with(kube_testserver::Options {
+        watch_list: false,
+        ..kube_testserver::Options::default()
+    })
+    .await
+    .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let params = WatchParams::streaming_lists().timeout(5);
+    let Err(kube::Error::Api(status)) = api.watch(&params, "").await.map(|_| ()) else {
+        panic!("a streaming list is refused");
+    };
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        status.message,
+        "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+    );
+    let path = "/api/v1/namespaces/default/configmaps?watch=true&allowWatchBookmarks=true&timeoutSeconds=1";
+    let raw = kube_testserver::testing::http_get(server.addr(), path)
+        .await
+        .unwrap();
+    assert_eq!(raw.body.matches("\"ADDED\"").count(), 1, "{}", raw.body);
+    assert!(!raw.body.contains("initial-events-end"), "{}", raw.body);
+}
+
+/// Every response body's bytes are counted, streamed watch events included.
+#[tokio::test]
+async fn the_bytes_sent_are_counted() {
+    let server = TestServer::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let before = server.bytes_sent();
+    let path = "/api/v1/namespaces/default/configmaps";
+    let raw = kube_testserver::testing::http_get(server.addr(), path)
+        .await
+        .unwrap();
+    assert_eq!(server.bytes_sent() - before, raw.body.len() as u64);
+    let before = server.bytes_sent();
+    let path = "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=1";
+    let raw = kube_testserver::testing::http_get(server.addr(), path)
+        .await
+        .unwrap();
+    let event = raw
+        .body
+        .lines()
+        .find(|l| l.contains("\"ADDED\""))
+        .expect("the object as ADDED");
+    assert!(server.bytes_sent() - before > event.len() as u64);
+}

@@ -38,6 +38,7 @@ impl Quota {
                 self.ctx.metrics.clone(),
                 &self.ctx.shutdown,
                 self.count_changes.clone(),
+                self.ctx.informers.initial_list(),
             );
             counters.insert(
                 resource.clone(),

@@ -39,6 +39,10 @@ struct Args {
     /// authenticates as the admin with a client certificate.
     #[arg(long)]
     tls: bool,
+    /// The API server's `WatchList` gate: `false` refuses streaming initial lists
+    /// (`sendInitialEvents`) with 422, as a server before 1.27 does.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    watch_list: bool,
 }
 
 fn read_seed_objects(dir: &Path) -> Result<Vec<Value>, String> {
@@ -84,6 +88,7 @@ async fn main() -> ExitCode {
         bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)),
         pod_groups: args.pod_groups,
         tls: args.tls,
+        watch_list: args.watch_list,
         ..Options::default()
     };
     let server = match TestServer::start_with(options).await {
