@@ -16,6 +16,7 @@ pub mod informer;
 pub mod intern;
 pub mod leader;
 pub mod lock;
+pub mod memory;
 pub mod metrics;
 pub mod mutation;
 pub mod quantity;
