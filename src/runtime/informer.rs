@@ -343,6 +343,9 @@ impl<K: Stored> Informer<K> {
         drop(dispatch);
         if init_done {
             self.synced.send_replace(true);
+            // The list's response bodies and pages are garbage now that the store holds
+            // the objects: give their pages back instead of keeping them for 10 s or more.
+            super::memory::release_unused();
         }
     }
 }

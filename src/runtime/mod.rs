@@ -17,6 +17,7 @@ pub mod intern;
 pub mod leader;
 pub mod listwatch;
 pub mod lock;
+pub mod memory;
 pub mod metrics;
 pub mod mutation;
 pub mod podgroup;

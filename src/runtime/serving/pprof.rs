@@ -112,37 +112,10 @@ fn cpu_profile(length: Duration) -> Result<Vec<u8>, String> {
 }
 
 async fn heap() -> Response {
-    match heap_statistics() {
+    match crate::runtime::memory::statistics() {
         Ok(text) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response(),
         Err(message) => failed(StatusCode::NOT_IMPLEMENTED, message),
     }
-}
-
-/// jemalloc's counters (bytes), refreshed first, in the `# name = value` lines of Go's
-/// `?debug=1` heap page.
-#[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
-fn heap_statistics() -> Result<String, String> {
-    use tikv_jemalloc_ctl::{epoch, stats};
-    let failed = |err: tikv_jemalloc_ctl::Error| format!("jemalloc statistics: {err}");
-    epoch::advance().map_err(failed)?;
-    let counters = [
-        ("allocated", stats::allocated::read().map_err(failed)?),
-        ("active", stats::active::read().map_err(failed)?),
-        ("resident", stats::resident::read().map_err(failed)?),
-        ("mapped", stats::mapped::read().map_err(failed)?),
-        ("retained", stats::retained::read().map_err(failed)?),
-        ("metadata", stats::metadata::read().map_err(failed)?),
-    ];
-    let mut text = String::from("heap profile: jemalloc statistics, in bytes\n");
-    for (name, value) in counters {
-        text.push_str(&format!("# {name} = {value}\n"));
-    }
-    Ok(text)
-}
-
-#[cfg(not(all(feature = "jemalloc", not(feature = "mimalloc"))))]
-fn heap_statistics() -> Result<String, String> {
-    Err("heap statistics need kcm built with its default allocator, jemalloc".to_owned())
 }
 
 #[cfg(test)]

@@ -1,0 +1,123 @@
+//! The allocator's memory: giving freed pages back to the system after an informer's list
+//! (whose response bodies and decoded pages are garbage once the store holds the objects),
+//! and jemalloc's counters and settings for `/debug/pprof/heap`.
+//!
+//! Without the `jemalloc` feature (or with `mimalloc`) these are no-ops: the calls still work
+//! in a process whose global allocator is another one (tests), where they touch an unused
+//! jemalloc.
+
+#[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
+mod imp {
+    use tikv_jemalloc_ctl::{Access, AsName, arenas, epoch, opt, stats};
+
+    /// Hands every arena's dirty pages (freed, still resident) back to the system now.
+    /// jemalloc would do so itself only `dirty_decay_ms` (10 s) later, and only when the
+    /// process allocates again (kcm has no background purging thread); after a list of
+    /// thousands of objects that is several MiB held for nothing. Setting an arena's decay
+    /// time to 0 purges it at once (jemalloc's `pac_decay_ms_set`); the old time is put
+    /// back. Arenas never used fail with EFAULT and are skipped.
+    pub fn release_unused() {
+        let Ok(count) = arenas::narenas::read() else {
+            return;
+        };
+        for arena in 0..count {
+            let name = format!("arena.{arena}.dirty_decay_ms\0");
+            let key = name.as_bytes().name();
+            let Ok(decay): Result<isize, _> = key.read() else {
+                continue;
+            };
+            if key.write(0isize).is_ok() {
+                let _ = key.write(decay);
+            }
+        }
+    }
+
+    /// jemalloc's counters (bytes), refreshed first, and the settings that decide how much
+    /// freed memory it keeps, in the `# name = value` lines of Go's `?debug=1` heap page.
+    pub fn statistics() -> Result<String, String> {
+        let failed = |err: tikv_jemalloc_ctl::Error| format!("jemalloc statistics: {err}");
+        epoch::advance().map_err(failed)?;
+        let mut lines = vec![
+            (
+                "allocated",
+                stats::allocated::read().map_err(failed)?.to_string(),
+            ),
+            ("active", stats::active::read().map_err(failed)?.to_string()),
+            (
+                "resident",
+                stats::resident::read().map_err(failed)?.to_string(),
+            ),
+            ("mapped", stats::mapped::read().map_err(failed)?.to_string()),
+            (
+                "retained",
+                stats::retained::read().map_err(failed)?.to_string(),
+            ),
+            (
+                "metadata",
+                stats::metadata::read().map_err(failed)?.to_string(),
+            ),
+            (
+                "opt.narenas",
+                opt::narenas::read().map_err(failed)?.to_string(),
+            ),
+            (
+                "arenas.narenas",
+                arenas::narenas::read().map_err(failed)?.to_string(),
+            ),
+            (
+                "opt.background_thread",
+                opt::background_thread::read().map_err(failed)?.to_string(),
+            ),
+        ];
+        for key in ["opt.dirty_decay_ms", "opt.muzzy_decay_ms"] {
+            let name = format!("{key}\0");
+            let value: isize = name.as_bytes().name().read().map_err(failed)?;
+            lines.push((key, value.to_string()));
+        }
+        let mut text = String::from("heap profile: jemalloc statistics, in bytes\n");
+        for (name, value) in lines {
+            text.push_str(&format!("# {name} = {value}\n"));
+        }
+        Ok(text)
+    }
+}
+
+#[cfg(not(all(feature = "jemalloc", not(feature = "mimalloc"))))]
+mod imp {
+    pub fn release_unused() {}
+
+    pub fn statistics() -> Result<String, String> {
+        Err("heap statistics need kcm built with its default allocator, jemalloc".to_owned())
+    }
+}
+
+pub use imp::{release_unused, statistics};
+
+#[cfg(all(test, feature = "jemalloc", not(feature = "mimalloc")))]
+mod tests {
+    use tikv_jemalloc_ctl::{Access, AsName};
+
+    #[test]
+    fn purging_keeps_each_arenas_decay_time() {
+        let key = b"arena.0.dirty_decay_ms\0".name();
+        let before: isize = key.read().unwrap();
+        super::release_unused();
+        let after: isize = key.read().unwrap();
+        assert_eq!(after, before);
+        assert_eq!(after, 10_000, "jemalloc's default");
+    }
+
+    #[test]
+    fn the_heap_page_names_the_settings_that_decide_what_is_kept() {
+        let text = super::statistics().unwrap();
+        for line in [
+            "# opt.narenas = ",
+            "# opt.background_thread = false\n",
+            "# opt.dirty_decay_ms = 10000\n",
+            "# opt.muzzy_decay_ms = 0\n",
+        ] {
+            assert!(text.contains(line), "{line:?} not in {text}");
+        }
+        assert!(text.starts_with("heap profile: jemalloc statistics, in bytes\n# allocated = "));
+    }
+}
