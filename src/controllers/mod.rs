@@ -103,6 +103,11 @@ pub struct Descriptor {
     /// What its shared informers list and watch (upstream makes those reads under
     /// kube-controller-manager's own identity, not the controller's role).
     pub informs: &'static [Rule],
+    /// Starts the shared informers `run` will watch, under these settings, so a warm standby
+    /// holds them synced before it leads: only the types it always watches (e.g. not the
+    /// quota's discovered ones, which start when it leads). A controller with an `api` is
+    /// warmed only once discovery finds it served.
+    pub warm: fn(&Informers, &Settings),
     pub run: fn(Context) -> BoxFuture<'static, Result<(), ControllerError>>,
 }
 

@@ -70,6 +70,14 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         informs(&["apps"], &["replicasets", "deployments", "statefulsets"]),
     ],
     api: Some(("policy", "v1")),
+    warm: |informers, _| {
+        informers.get::<Pod>();
+        informers.get::<PodDisruptionBudget>();
+        informers.get::<ReplicationController>();
+        informers.get::<ReplicaSet>();
+        informers.get::<Deployment>();
+        informers.get::<StatefulSet>();
+    },
     run: |ctx| run(ctx).boxed(),
 };
 

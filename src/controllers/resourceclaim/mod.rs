@@ -43,7 +43,7 @@ pub use self::error::ClaimError;
 use self::metrics::ClaimGauge;
 use super::{Context, ControllerError, Descriptor};
 use crate::controllers::Controller;
-use crate::features::FeatureGate;
+use crate::features::{FeatureGate, FeatureGates};
 use crate::runtime::badinput::BadInput;
 use crate::runtime::events::EventRecorder;
 use crate::runtime::index::Index;
@@ -104,8 +104,21 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         ),
     ],
     api: Some(("resource.k8s.io", "v1")),
+    warm: |informers, settings| {
+        if !declines(&settings.feature_gates) {
+            informers.get::<Pod>();
+            informers.get::<ResourceClaim>();
+            informers.get::<ResourceClaimTemplate>();
+        }
+    },
     run: |ctx| run(ctx).boxed(),
 };
+
+/// Whether the gates ask for what kcm does not implement (PodGroup claims): the controller
+/// then runs nothing.
+fn declines(gates: &FeatureGates) -> bool {
+    gates.enabled(FeatureGate::DraWorkloadResourceClaims)
+}
 
 /// A work item: `pod:<ns>/<name>` or `claim:<ns>/<name>`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -184,8 +197,7 @@ impl ResourceClaims {
 }
 
 async fn run(ctx: Context) -> Result<(), ControllerError> {
-    let gates = &ctx.settings.feature_gates;
-    if gates.enabled(FeatureGate::DraWorkloadResourceClaims) {
+    if declines(&ctx.settings.feature_gates) {
         tracing::warn!(
             controller = CONTROLLER,
             "DRAWorkloadResourceClaims is enabled, but kcm does not implement PodGroup claims; not running this controller (upstream's must run it)"

@@ -61,6 +61,10 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         informs(&["internal.apiserver.k8s.io"], &["storageversions"]),
     ],
     api: Some(("internal.apiserver.k8s.io", "v1alpha1")),
+    warm: |informers, _| {
+        informers.get::<Lease>();
+        informers.get::<StorageVersion>();
+    },
     run: |ctx| run(ctx).boxed(),
 };
 

@@ -40,6 +40,9 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
     ],
     informs: &[informs(&[""], &["nodes"])],
     api: None,
+    warm: |informers, _| {
+        informers.get::<NodeMeta>();
+    },
     run: |ctx| run(ctx).boxed(),
 };
 
