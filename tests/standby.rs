@@ -120,6 +120,17 @@ async fn lease_holder(server: &TestServer) -> Option<String> {
     lease["spec"]["holderIdentity"].as_str().map(String::from)
 }
 
+/// The resources of the replica's shared stores, from `kcm_store_synced`.
+async fn stores(replica: &Kcm) -> Vec<String> {
+    let (_, metrics) = replica.get("/metrics").await.unwrap();
+    metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix("kcm_store_synced{resource=\""))
+        .filter_map(|rest| rest.split_once('"'))
+        .map(|(resource, _)| resource.to_string())
+        .collect()
+}
+
 fn by(record: &RequestRecord, who: &str) -> bool {
     identity(&record.user_agent) == Some(who)
 }
@@ -217,8 +228,12 @@ async fn a_warm_standby_writes_nothing_and_takes_over_without_listing() {
             "a standby has no {family}:\n{metrics}"
         );
     }
+    let warmed = stores(&standby).await;
     let listed = lists_of_warm_types(&server, &standby_id);
-    assert!(listed >= WARM.len(), "the standby listed each type: {listed}");
+    assert!(
+        listed >= WARM.len(),
+        "the standby listed each type: {listed}"
+    );
 
     // The leader dies; while no one leads, a pod and a node are added.
     leader.signal("KILL");
@@ -237,6 +252,14 @@ async fn a_warm_standby_writes_nothing_and_takes_over_without_listing() {
     .await;
     println!("converged {:?} after SIGKILL", killed.elapsed());
     assert!(leader.wait_exit(DEADLINE).await.is_some());
+    // What each controller's `warm` declares is what it watches once it runs, but for the
+    // types the quota controller discovers (device classes, read by the claims evaluator).
+    let started: Vec<String> = stores(&standby)
+        .await
+        .into_iter()
+        .filter(|resource| !warmed.contains(resource))
+        .collect();
+    assert_eq!(started, ["deviceclasses"], "warmed: {warmed:?}");
     assert_eq!(
         lists_of_warm_types(&server, &standby_id),
         listed,
