@@ -19,11 +19,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube_testserver::{Options, RequestRecord, ResourceType, TestServer};
+use kube_testserver::{RequestRecord, ResourceType, TestServer};
 
 mod common;
 use common::agent::identity;
-use common::world::{Checker, Model, SIZES, converge, resource_type, secs, seed_world};
+use common::world::{Checker, Model, chosen_size, converge, resource_type, secs, seeded_server};
 use common::{free_port, rss_mib, usage};
 
 /// One kcm replica with leader election on, killed when dropped.
@@ -252,13 +252,7 @@ fn env_count(name: &str) -> Option<usize> {
 
 #[tokio::main]
 async fn main() {
-    let wanted = std::env::var("KCM_FAILOVER")
-        .ok()
-        .or_else(|| std::env::args().skip(1).find(|a| !a.starts_with('-')));
-    let wanted = wanted.as_deref().unwrap_or("a");
-    let Some(mut size) = SIZES.iter().copied().find(|s| s.name == wanted) else {
-        panic!("unknown size {wanted:?}: a, b or tiny");
-    };
+    let mut size = chosen_size("KCM_FAILOVER");
     size.pods = env_count("KCM_FAILOVER_PODS").unwrap_or(size.pods);
     size.namespaces = env_count("KCM_FAILOVER_NAMESPACES").unwrap_or(size.namespaces);
     size.nodes = env_count("KCM_FAILOVER_NODES").unwrap_or(size.nodes);
@@ -269,18 +263,7 @@ async fn main() {
         "failover ({}): {} pods, {} namespaces (one ResourceQuota and one PDB each), {} nodes",
         size.name, size.pods, size.namespaces, size.nodes
     );
-    // Enough events kept for watches to resume across the churn without a relist.
-    let server = TestServer::start_with(Options {
-        event_window: (size.pods / 2).max(10_000),
-        ..Options::default()
-    })
-    .await
-    .unwrap_or_else(|e| panic!("kube-testserver: {e}"));
-    let server = Arc::new(server);
-    let mut model = Model::new(size);
-    let seeding = Instant::now();
-    let (checker, pods) = seed_world(&server, &model);
-    println!("seeded in {}", secs(seeding.elapsed()));
+    let (server, mut model, checker, pods) = seeded_server(size).await;
     let mut rows = Vec::new();
     for mode in modes.split(',') {
         println!("{mode} standby:");

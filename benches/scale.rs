@@ -24,13 +24,12 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube_testserver::{Options, TestServer};
+use kube_testserver::TestServer;
 
 mod common;
-use common::world::{Model, SIZES, Size, converge, secs, seed_world};
+use common::world::{Size, chosen_size, converge, secs, seeded_server};
 use common::{free_port, metric_by_label, rss_mib, usage};
 
 /// The kcm process, killed when the bench ends however it ends.
@@ -185,13 +184,7 @@ fn save(size: Size, label: &str, rss_after_sync: f64, report: &Report) {
 
 #[tokio::main]
 async fn main() {
-    let wanted = std::env::var("KCM_SCALE")
-        .ok()
-        .or_else(|| std::env::args().skip(1).find(|a| !a.starts_with('-')));
-    let wanted = wanted.as_deref().unwrap_or("a");
-    let Some(mut size) = SIZES.iter().copied().find(|s| s.name == wanted) else {
-        panic!("unknown size {wanted:?}: a, b or tiny");
-    };
+    let mut size = chosen_size("KCM_SCALE");
     if let Some(pods) = std::env::var("KCM_SCALE_PODS")
         .ok()
         .and_then(|p| p.parse().ok())
@@ -212,19 +205,8 @@ async fn main() {
         size.name, size.pods, size.namespaces, size.nodes
     );
 
-    // Enough events kept for watches to resume across the churn (three per replaced pod)
-    // without a relist, as against a real API server.
-    let server = TestServer::start_with(Options {
-        event_window: (size.pods / 2).max(10_000),
-        ..Options::default()
-    })
-    .await
-    .unwrap_or_else(|e| panic!("kube-testserver: {e}"));
-    let server = Arc::new(server);
-    let mut model = Model::new(size);
-    let seeding = Instant::now();
-    let (checker, pods_rt) = seed_world(&server, &model);
-    println!("seeded in {}", secs(seeding.elapsed()));
+    let (server, mut model, checker, pods_rt) = seeded_server(size).await;
+    let seeded = Instant::now();
     let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("scale-{}-{label}-kcm.log", size.name));
     let mut report = Report::default();
@@ -285,7 +267,7 @@ async fn main() {
     );
     report.add(
         "cold start: writes the server saw",
-        server_writes(&server, seeding),
+        server_writes(&server, seeded),
     );
 
     // Churn: every tenth pod replaced, so every quota and PDB has to change.

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube_testserver::{ResourceType, TestServer};
+use kube_testserver::{Options, ResourceType, TestServer};
 use serde_json::{Value, json};
 
 pub const TTL_ANNOTATION: &str = "node.alpha.kubernetes.io/ttl";
@@ -455,4 +455,36 @@ pub fn seed_world(server: &Arc<TestServer>, model: &Model) -> (Checker, Resource
         nodes: nodes_rt,
     };
     (checker, pods_rt)
+}
+
+/// The size named by the environment variable `var` or the first argument (default `a`).
+pub fn chosen_size(var: &str) -> Size {
+    let wanted = std::env::var(var)
+        .ok()
+        .or_else(|| std::env::args().skip(1).find(|a| !a.starts_with('-')));
+    let wanted = wanted.as_deref().unwrap_or("a");
+    SIZES
+        .iter()
+        .copied()
+        .find(|s| s.name == wanted)
+        .unwrap_or_else(|| panic!("unknown size {wanted:?}: a, b or tiny"))
+}
+
+/// A kube-testserver holding `size`'s world, with the model of it, the checker of its
+/// statuses and the pods' resource type (for the churn).
+pub async fn seeded_server(size: Size) -> (Arc<TestServer>, Model, Checker, ResourceType) {
+    // Enough events kept for watches to resume across the churn (three per replaced pod)
+    // without a relist, as against a real API server.
+    let server = TestServer::start_with(Options {
+        event_window: (size.pods / 2).max(10_000),
+        ..Options::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("kube-testserver: {e}"));
+    let server = Arc::new(server);
+    let model = Model::new(size);
+    let seeding = Instant::now();
+    let (checker, pods) = seed_world(&server, &model);
+    println!("seeded in {}", secs(seeding.elapsed()));
+    (server, model, checker, pods)
 }
