@@ -12,7 +12,8 @@
 //! `KCM_FAILOVER=a cargo bench --bench failover` (or `-- a`; sizes as the scale bench: `a`,
 //! `b`, `tiny`; default `a`). `KCM_FAILOVER_PODS`, `KCM_FAILOVER_NAMESPACES` and
 //! `KCM_FAILOVER_NODES` override the size's counts, `KCM_FAILOVER_MODES=warm,cold` picks the
-//! modes, `KCM_FAILOVER_TIMEOUT_SECS` bounds each wait (default 1800).
+//! modes, `KCM_FAILOVER_QPS` sets `--kube-api-qps` and `--kube-api-burst` (default: kcm's,
+//! 20 and 30), `KCM_FAILOVER_TIMEOUT_SECS` bounds each wait (default 1800).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -35,6 +36,15 @@ struct Replica {
 impl Replica {
     fn spawn(kubeconfig: &Path, warm: bool, log: &Path) -> Self {
         let port = free_port();
+        // Default flags (20 qps per controller) unless the run asks for another rate.
+        let qps: Vec<String> = env_count("KCM_FAILOVER_QPS")
+            .map(|qps| {
+                vec![
+                    format!("--kube-api-qps={qps}"),
+                    format!("--kube-api-burst={qps}"),
+                ]
+            })
+            .unwrap_or_default();
         let log = std::fs::File::create(log).unwrap_or_else(|e| panic!("kcm log: {e}"));
         let child = Command::new(env!("CARGO_BIN_EXE_kcm"))
             .arg("--kubeconfig")
@@ -42,6 +52,7 @@ impl Replica {
             .arg(format!("--warm-standby={warm}"))
             .args(["--leader-elect=true", "--bind-address=127.0.0.1"])
             .arg(format!("--port={port}"))
+            .args(qps)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -153,6 +164,7 @@ async fn failover(
     let standby_id = server
         .requests()
         .iter()
+        .filter(|r| r.at >= start)
         .filter_map(|r| identity(&r.user_agent))
         .find(|id| *id != leader_id)
         .map(String::from)

@@ -548,3 +548,49 @@ impl Launcher<'_> {
         Ok(startup)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::Controller;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_standby_warms_what_is_served_and_hands_every_answer_on_in_order() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (claims, pdbs) = (
+            Controller::ResourceClaim.descriptor(),
+            Controller::Disruption.descriptor(),
+        );
+        tx.send((claims, Found::NotServed)).unwrap();
+        tx.send((pdbs, Found::Served)).unwrap();
+        let (lease_tx, lease_rx) = tokio::sync::oneshot::channel::<bool>();
+        let mut warmed = Vec::new();
+        let waiting = warm_until(async { lease_rx.await.unwrap() }, &mut rx, |entry| {
+            warmed.push(entry.name)
+        });
+        // The lease comes with an answer still queued: it is handed on after the others.
+        let acquire = async {
+            tokio::task::yield_now().await;
+            tx.send((claims, Found::Served)).unwrap();
+            lease_tx.send(true).unwrap();
+        };
+        let ((acquired, answers), ()) = tokio::join!(waiting, acquire);
+        assert!(acquired);
+        assert_eq!(
+            warmed,
+            ["disruption-controller", "resourceclaim-controller"]
+        );
+        let order: Vec<(&str, bool)> = answers
+            .iter()
+            .map(|(entry, found)| (entry.name, matches!(found, Found::Served)))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("resourceclaim-controller", false),
+                ("disruption-controller", true),
+                ("resourceclaim-controller", true),
+            ]
+        );
+    }
+}

@@ -378,7 +378,8 @@ pub fn seed(server: &TestServer, rt: &ResourceType, obj: Value) {
 
 impl Model {
     /// Every tenth pod deleted and replaced by another one in its namespace with other
-    /// requests and readiness, so every quota and PDB has to change; returns how many.
+    /// requests and readiness, so every quota and PDB has to change (each time it is
+    /// called); returns how many.
     pub fn churn(&mut self, server: &TestServer, pods: &ResourceType) -> usize {
         let mut churned = 0;
         let per_ns = self.size.pods / self.size.namespaces;
@@ -394,9 +395,10 @@ impl Model {
                 {
                     panic!("delete: {}", e.message);
                 }
+                // 250m the first time (the scale bench's churn), 50m more each later one.
                 *pod = PodModel {
                     name: format!("c-{j}"),
-                    cpu_milli: 250,
+                    cpu_milli: pod.cpu_milli.max(200) + 50,
                     memory_mi: 96,
                     ready: !pod.ready,
                 };
