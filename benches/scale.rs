@@ -30,319 +30,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube_testserver::{Options, ResourceType, TestServer};
-use serde_json::{Value, json};
+use kube_testserver::TestServer;
 
 mod common;
+use common::world::{Size, chosen_size, converge, secs, seeded_server};
 use common::{free_port, metric_by_label, rss_mib, usage};
-
-const TTL_ANNOTATION: &str = "node.alpha.kubernetes.io/ttl";
-
-#[derive(Clone, Copy)]
-struct Size {
-    name: &'static str,
-    pods: usize,
-    namespaces: usize,
-    nodes: usize,
-}
-
-const SIZES: [Size; 3] = [
-    Size {
-        name: "a",
-        pods: 10_000,
-        namespaces: 1_000,
-        nodes: 2_000,
-    },
-    Size {
-        name: "b",
-        pods: 150_000,
-        namespaces: 10_000,
-        nodes: 5_000,
-    },
-    Size {
-        name: "tiny",
-        pods: 300,
-        namespaces: 30,
-        nodes: 120,
-    },
-];
-
-/// One pod as the bench models it: what the expected statuses are computed from.
-#[derive(Clone)]
-struct PodModel {
-    name: String,
-    cpu_milli: u64,
-    memory_mi: u64,
-    ready: bool,
-}
-
-fn ns_name(n: usize) -> String {
-    format!("ns-{n:05}")
-}
-
-fn node_name(i: usize) -> String {
-    format!("node-{i:05}")
-}
-
-/// A pod about the size of a real Deployment's (just under 2 KB of JSON): the fields kcm does
-/// not read are there too, since storing them is part of what is measured.
-fn pod_json(ns: &str, pod: &PodModel, node: &str) -> Value {
-    let ready = if pod.ready { "True" } else { "False" };
-    json!({ "apiVersion": "v1", "kind": "Pod",
-        "metadata": { "name": pod.name, "namespace": ns,
-            "labels": { "app": "web", "pod-template-hash": "5d9c7b8f6d", "tier": "frontend" },
-            "annotations": { "kubectl.kubernetes.io/restartedAt": "2026-11-01T10:00:00Z" } },
-        "spec": {
-            "nodeName": node, "serviceAccountName": "default", "restartPolicy": "Always",
-            "dnsPolicy": "ClusterFirst", "schedulerName": "default-scheduler",
-            "terminationGracePeriodSeconds": 30, "priority": 0, "enableServiceLinks": true,
-            "securityContext": { "runAsNonRoot": true, "seccompProfile": { "type": "RuntimeDefault" } },
-            "containers": [{
-                "name": "web", "image": "registry.example.com/team/web:1.27.3",
-                "imagePullPolicy": "IfNotPresent",
-                "ports": [{ "name": "http", "containerPort": 8080, "protocol": "TCP" }],
-                "env": [{ "name": "LOG_LEVEL", "value": "info" }, { "name": "PORT", "value": "8080" }],
-                "resources": { "requests": { "cpu": format!("{}m", pod.cpu_milli), "memory": format!("{}Mi", pod.memory_mi) },
-                               "limits": { "memory": format!("{}Mi", pod.memory_mi * 2) } },
-                "readinessProbe": { "httpGet": { "path": "/healthz", "port": 8080, "scheme": "HTTP" }, "periodSeconds": 10 },
-                "volumeMounts": [{ "name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true }],
-                "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"
-            }],
-            "volumes": [{ "name": "kube-api-access", "projected": { "defaultMode": 420, "sources": [
-                { "serviceAccountToken": { "expirationSeconds": 3607, "path": "token" } },
-                { "configMap": { "name": "kube-root-ca.crt", "items": [{ "key": "ca.crt", "path": "ca.crt" }] } }
-            ] } }],
-            "tolerations": [
-                { "key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300 },
-                { "key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300 }
-            ]
-        },
-        "status": {
-            "phase": "Running", "qosClass": "Burstable", "hostIP": "10.0.0.1", "podIP": "10.244.1.2",
-            "startTime": "2026-11-01T10:00:00Z",
-            "conditions": [
-                { "type": "Initialized", "status": "True", "lastTransitionTime": "2026-11-01T10:00:00Z" },
-                { "type": "Ready", "status": ready, "lastTransitionTime": "2026-11-01T10:00:05Z" },
-                { "type": "ContainersReady", "status": ready, "lastTransitionTime": "2026-11-01T10:00:05Z" },
-                { "type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-01T10:00:00Z" }
-            ],
-            "containerStatuses": [{ "name": "web", "ready": pod.ready, "restartCount": 0, "started": true,
-                "image": "registry.example.com/team/web:1.27.3", "imageID": "registry.example.com/team/web@sha256:0123456789abcdef",
-                "containerID": "containerd://0123456789abcdef", "state": { "running": { "startedAt": "2026-11-01T10:00:02Z" } } }]
-        } })
-}
-
-fn node_json(name: &str) -> Value {
-    json!({ "apiVersion": "v1", "kind": "Node",
-        "metadata": { "name": name, "labels": {
-            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-            "topology.kubernetes.io/zone": "zone-a", "node.kubernetes.io/instance-type": "m5.xlarge" } },
-        "spec": { "podCIDR": "10.244.1.0/24", "providerID": format!("aws:///zone-a/{name}") },
-        "status": {
-            "capacity": { "cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi" },
-            "allocatable": { "cpu": "3800m", "memory": "15Gi", "pods": "110", "ephemeral-storage": "90Gi" },
-            "conditions": [
-                { "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
-                  "lastHeartbeatTime": "2026-11-01T10:00:00Z", "lastTransitionTime": "2026-11-01T09:00:00Z" },
-                { "type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
-                  "lastHeartbeatTime": "2026-11-01T10:00:00Z", "lastTransitionTime": "2026-11-01T09:00:00Z" }
-            ],
-            "addresses": [{ "type": "InternalIP", "address": "10.0.0.1" }, { "type": "Hostname", "address": name }],
-            "nodeInfo": { "kubeletVersion": "v1.36.2", "containerRuntimeVersion": "containerd://2.1.0", "osImage": "Ubuntu 24.04",
-                "kernelVersion": "6.8.0", "operatingSystem": "linux", "architecture": "amd64",
-                "machineID": "m", "systemUUID": "s", "bootID": "b", "kubeProxyVersion": "" }
-        } })
-}
-
-const QUOTA_HARD: [(&str, &str); 3] = [
-    ("pods", "100"),
-    ("requests.cpu", "20"),
-    ("requests.memory", "64Gi"),
-];
-
-fn quota_json(ns: &str) -> Value {
-    let hard: serde_json::Map<String, Value> = QUOTA_HARD
-        .iter()
-        .map(|(k, v)| (k.to_string(), json!(v)))
-        .collect();
-    json!({ "apiVersion": "v1", "kind": "ResourceQuota",
-        "metadata": { "name": "compute", "namespace": ns }, "spec": { "hard": hard } })
-}
-
-fn pdb_json(ns: &str, min_available: usize) -> Value {
-    json!({ "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-        "metadata": { "name": "web", "namespace": ns },
-        "spec": { "minAvailable": min_available, "selector": { "matchLabels": { "app": "web" } } } })
-}
-
-/// apimachinery's canonical string of `milli` thousandths of a core (pods here never sum to 1k).
-fn cpu_string(milli: u64) -> String {
-    if milli.is_multiple_of(1000) {
-        (milli / 1000).to_string()
-    } else {
-        format!("{milli}m")
-    }
-}
-
-/// apimachinery's canonical string of a binary-SI amount given in Mi.
-fn memory_string(mi: u64) -> String {
-    if mi == 0 {
-        return "0".into();
-    }
-    let (mut value, mut unit) = (mi, 0);
-    let units = ["Mi", "Gi", "Ti", "Pi"];
-    while value.is_multiple_of(1024) && unit + 1 < units.len() {
-        value /= 1024;
-        unit += 1;
-    }
-    format!("{value}{}", units[unit])
-}
-
-/// The TTL upstream's table and hysteresis give after `nodes` node additions from zero
-/// (/work/shared/spec/ttl.md §4.3: one step per add, up when the count passes sizeMax).
-fn expected_ttl(nodes: usize) -> &'static str {
-    const STEPS: [(usize, &str); 5] = [
-        (100, "0"),
-        (500, "15"),
-        (1000, "30"),
-        (2000, "60"),
-        (usize::MAX, "300"),
-    ];
-    let mut step = 0;
-    for count in 1..=nodes {
-        if count > STEPS[step].0 {
-            step += 1;
-        }
-    }
-    STEPS[step].1
-}
-
-/// The seeded world, from which every expected status is computed.
-struct Model {
-    size: Size,
-    min_available: usize,
-    namespaces: Vec<Vec<PodModel>>,
-}
-
-impl Model {
-    fn new(size: Size) -> Self {
-        let per_ns = size.pods / size.namespaces;
-        let namespaces = (0..size.namespaces)
-            .map(|_| {
-                (0..per_ns)
-                    .map(|j| PodModel {
-                        name: format!("p-{j}"),
-                        cpu_milli: 100 + 50 * (j as u64 % 3),
-                        memory_mi: 64 * (1 + j as u64 % 2),
-                        ready: j % 5 != 4,
-                    })
-                    .collect()
-            })
-            .collect();
-        Self {
-            size,
-            min_available: per_ns / 2,
-            namespaces,
-        }
-    }
-
-    fn expected_used(&self, n: usize) -> Value {
-        let pods = &self.namespaces[n];
-        json!({
-            "pods": pods.len().to_string(),
-            "requests.cpu": cpu_string(pods.iter().map(|p| p.cpu_milli).sum()),
-            "requests.memory": memory_string(pods.iter().map(|p| p.memory_mi).sum()),
-        })
-    }
-
-    fn quota_right(&self, n: usize, quota: &Value) -> bool {
-        let hard: serde_json::Map<String, Value> = QUOTA_HARD
-            .iter()
-            .map(|(k, v)| (k.to_string(), json!(v)))
-            .collect();
-        quota["status"]["hard"] == Value::Object(hard)
-            && quota["status"]["used"] == self.expected_used(n)
-    }
-
-    fn pdb_right(&self, n: usize, pdb: &Value) -> bool {
-        let pods = &self.namespaces[n];
-        let healthy = pods.iter().filter(|p| p.ready).count();
-        let desired = self.min_available;
-        let allowed = healthy.saturating_sub(desired);
-        let status = &pdb["status"];
-        let (cond_status, reason) = if allowed > 0 {
-            ("True", "SufficientPods")
-        } else {
-            ("False", "InsufficientPods")
-        };
-        let condition_right = status["conditions"].as_array().is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c["type"] == "DisruptionAllowed"
-                    && c["status"] == cond_status
-                    && c["reason"] == reason
-            })
-        });
-        status["observedGeneration"] == pdb["metadata"]["generation"]
-            && status["expectedPods"] == json!(pods.len())
-            && status["desiredHealthy"] == json!(desired)
-            && status["currentHealthy"] == json!(healthy)
-            && status["disruptionsAllowed"] == json!(allowed)
-            && status["disruptedPods"]
-                .as_object()
-                .is_none_or(|m| m.is_empty())
-            && condition_right
-    }
-
-    fn node_of(&self, n: usize, j: usize) -> String {
-        node_name((n * 31 + j) % self.size.nodes)
-    }
-}
-
-/// Objects of one type found right, checked straight in the server's store (no HTTP, no
-/// deep copies: the bench shares the machine with kcm).
-struct Checker {
-    server: Arc<TestServer>,
-    quotas: ResourceType,
-    pdbs: ResourceType,
-    nodes: ResourceType,
-}
-
-impl Checker {
-    fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> Option<Arc<Value>> {
-        self.server.store().get(rt, ns, name).ok()
-    }
-
-    fn quotas_right(&self, model: &Model) -> usize {
-        (0..model.size.namespaces)
-            .filter(|&n| {
-                self.get(&self.quotas, &ns_name(n), "compute")
-                    .is_some_and(|q| model.quota_right(n, &q))
-            })
-            .count()
-    }
-
-    fn pdbs_right(&self, model: &Model) -> usize {
-        (0..model.size.namespaces)
-            .filter(|&n| {
-                self.get(&self.pdbs, &ns_name(n), "web")
-                    .is_some_and(|p| model.pdb_right(n, &p))
-            })
-            .count()
-    }
-
-    fn nodes_right(&self, model: &Model) -> usize {
-        let want = expected_ttl(model.size.nodes);
-        (0..model.size.nodes)
-            .filter(|&i| {
-                self.get(&self.nodes, "", &node_name(i))
-                    .is_some_and(|node| node["metadata"]["annotations"][TTL_ANNOTATION] == want)
-            })
-            .count()
-    }
-}
 
 /// The kcm process, killed when the bench ends however it ends.
 struct Kcm {
@@ -413,60 +107,6 @@ impl Report {
         let (figure, value) = (figure.into(), value.into());
         println!("  {figure}: {value}");
         self.rows.push((figure, value));
-    }
-}
-
-fn secs(d: Duration) -> String {
-    format!("{:.1} s", d.as_secs_f64())
-}
-
-/// Polls until quotas, PDBs and nodes are all right or `timeout` passes; returns the time
-/// each kind became (and stayed for the check) all right, measured from `start`.
-async fn converge(
-    checker: &Checker,
-    model: &Model,
-    start: Instant,
-    timeout: Duration,
-    poll: Duration,
-) -> [Option<Duration>; 3] {
-    let mut done: [Option<Duration>; 3] = [None; 3];
-    let totals = [
-        model.size.namespaces,
-        model.size.namespaces,
-        model.size.nodes,
-    ];
-    let names = ["quota", "PDB", "node TTL"];
-    let mut last_print = Instant::now();
-    loop {
-        let counts = [
-            done[0].map_or_else(|| checker.quotas_right(model), |_| totals[0]),
-            done[1].map_or_else(|| checker.pdbs_right(model), |_| totals[1]),
-            done[2].map_or_else(|| checker.nodes_right(model), |_| totals[2]),
-        ];
-        for k in 0..3 {
-            if done[k].is_none() && counts[k] == totals[k] {
-                let at = start.elapsed();
-                println!("  every {} right after {}", names[k], secs(at));
-                done[k] = Some(at);
-            }
-        }
-        if done.iter().all(Option::is_some) || start.elapsed() > timeout {
-            return done;
-        }
-        if last_print.elapsed() > Duration::from_secs(30) {
-            last_print = Instant::now();
-            println!(
-                "  … {:.0} s: quotas {}/{}, PDBs {}/{}, node TTLs {}/{}",
-                start.elapsed().as_secs_f64(),
-                counts[0],
-                totals[0],
-                counts[1],
-                totals[1],
-                counts[2],
-                totals[2]
-            );
-        }
-        tokio::time::sleep(poll).await;
     }
 }
 
@@ -589,23 +229,9 @@ fn save(size: Size, label: &str, rss_after_sync: f64, report: &Report) {
     }
 }
 
-/// Seeds straight into the store, without field ownership: tracking every field path of
-/// 150 000 pods would cost the bench process gigabytes and minutes.
-fn seed(server: &TestServer, rt: &ResourceType, obj: Value) {
-    if let Err(e) = server.store().seed_untracked(rt, obj) {
-        panic!("seed: {}", e.message);
-    }
-}
-
 #[tokio::main]
 async fn main() {
-    let wanted = std::env::var("KCM_SCALE")
-        .ok()
-        .or_else(|| std::env::args().skip(1).find(|a| !a.starts_with('-')));
-    let wanted = wanted.as_deref().unwrap_or("a");
-    let Some(mut size) = SIZES.iter().copied().find(|s| s.name == wanted) else {
-        panic!("unknown size {wanted:?}: a, b or tiny");
-    };
+    let mut size = chosen_size("KCM_SCALE");
     if let Some(pods) = std::env::var("KCM_SCALE_PODS")
         .ok()
         .and_then(|p| p.parse().ok())
@@ -626,53 +252,9 @@ async fn main() {
         size.name, size.pods, size.namespaces, size.nodes
     );
 
-    // Enough events kept for watches to resume across the churn (three per replaced pod)
-    // without a relist, as against a real API server.
     let tls = std::env::var("KCM_SCALE_TLS").map_or(true, |v| v != "0");
-    let server = TestServer::start_with(Options {
-        event_window: (size.pods / 2).max(10_000),
-        tls,
-        ..Options::default()
-    })
-    .await
-    .unwrap_or_else(|e| panic!("kube-testserver: {e}"));
-    let server = Arc::new(server);
-    let mut model = Model::new(size);
-    let rt = |group: &str, plural: &str| {
-        server
-            .store()
-            .resource_type(group, plural)
-            .unwrap_or_else(|| panic!("{plural} not served"))
-    };
-    let (pods_rt, nodes_rt, ns_rt) = (rt("", "pods"), rt("", "nodes"), rt("", "namespaces"));
-    let (quotas_rt, pdbs_rt) = (
-        rt("", "resourcequotas"),
-        rt("policy", "poddisruptionbudgets"),
-    );
-    let seeding = Instant::now();
-    for i in 0..size.nodes {
-        seed(&server, &nodes_rt, node_json(&node_name(i)));
-    }
-    for (n, pods) in model.namespaces.iter().enumerate() {
-        let ns = ns_name(n);
-        seed(
-            &server,
-            &ns_rt,
-            json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": ns } }),
-        );
-        for (j, pod) in pods.iter().enumerate() {
-            seed(&server, &pods_rt, pod_json(&ns, pod, &model.node_of(n, j)));
-        }
-        seed(&server, &quotas_rt, quota_json(&ns));
-        seed(&server, &pdbs_rt, pdb_json(&ns, model.min_available));
-    }
-    println!("seeded in {}", secs(seeding.elapsed()));
-    let checker = Checker {
-        server: server.clone(),
-        quotas: quotas_rt,
-        pdbs: pdbs_rt,
-        nodes: nodes_rt,
-    };
+    let (server, mut model, checker, pods_rt) = seeded_server(size, tls).await;
+    let seeded = Instant::now();
     let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("scale-{}-{label}-kcm.log", size.name));
     let mut report = Report::default();
@@ -706,6 +288,7 @@ async fn main() {
             log.display()
         );
     };
+    // What the cold start's CPU is besides its writes: lists, watches, the first syncs.
     let (cpu_sync, peak_sync) = usage(pid);
     let sent = server.bytes_sent() - bytes_before;
     report.add("every store synced after", secs(synced_at));
@@ -716,11 +299,6 @@ async fn main() {
         format!("{:.1} MiB", sent as f64 / (1024.0 * 1024.0)),
     );
     report.add("RSS after the initial sync", format!("{rss_sync:.1} MiB"));
-    // What the cold start's CPU is besides its writes: lists, watches, the first syncs.
-    report.add(
-        "kcm CPU until every store synced",
-        format!("{:.2} s", usage(pid).0),
-    );
     let objects = size.pods + 3 * size.namespaces + size.nodes;
     report.add(
         "RSS after sync per stored object",
@@ -752,43 +330,12 @@ async fn main() {
     );
     report.add(
         "cold start: writes the server saw",
-        server_writes(&server, seeding),
+        server_writes(&server, seeded),
     );
 
-    // Churn: every tenth pod is deleted and replaced by another one in its namespace with
-    // other requests and readiness, so every quota and PDB has to change.
+    // Churn: every tenth pod replaced, so every quota and PDB has to change.
     let churn_start = Instant::now();
-    let mut churned = 0;
-    let per_ns = size.pods / size.namespaces;
-    for (n, pods) in model.namespaces.iter_mut().enumerate() {
-        let ns = ns_name(n);
-        for (j, pod) in pods.iter_mut().enumerate() {
-            if (n * per_ns + j) % 10 != 0 {
-                continue;
-            }
-            if let Err(e) = server
-                .store()
-                .delete(&pods_rt, &ns, &pod.name, &Default::default())
-            {
-                panic!("delete: {}", e.message);
-            }
-            *pod = PodModel {
-                name: format!("c-{j}"),
-                cpu_milli: 250,
-                memory_mi: 96,
-                ready: !pod.ready,
-            };
-            churned += 1;
-        }
-    }
-    for (n, pods) in model.namespaces.iter().enumerate() {
-        let ns = ns_name(n);
-        for (j, pod) in pods.iter().enumerate() {
-            if pod.name.starts_with("c-") {
-                seed(&server, &pods_rt, pod_json(&ns, pod, &model.node_of(n, j)));
-            }
-        }
-    }
+    let churned = model.churn(&server, &pods_rt);
     println!(
         "churn: {churned} pods deleted and {churned} created in {}",
         secs(churn_start.elapsed())

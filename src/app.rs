@@ -18,7 +18,7 @@ use crate::runtime::discovery::{self, Timing};
 use crate::runtime::informer::Informers;
 use crate::runtime::leader::{LeaderElectionConfig, LeaderElector, default_identity};
 use crate::runtime::lock::lock;
-use crate::runtime::metrics::Metrics;
+use crate::runtime::metrics::{Metrics, ReplicaState};
 use crate::runtime::serving;
 use crate::runtime::startup::Startup;
 use crate::settings::Settings;
@@ -143,9 +143,13 @@ pub async fn run_with_config(
     .with_min_resync_period(settings.min_resync_period)
     .with_initial_list(settings.initial_list);
 
-    // Standbys are ready (they are healthy, waiting for the lease); a leader is ready once
-    // every enabled controller has started or been found to lack its API, and every store
-    // the started ones read has synced.
+    // A standby is ready once the stores it keeps warm have synced (a cold one holds none);
+    // a leader is ready once every enabled controller has started or been found to lack its
+    // API, and every store the started ones read has synced.
+    let warm = settings
+        .leader_election
+        .as_ref()
+        .is_some_and(|le| le.warm_standby);
     let leading = Arc::new(AtomicBool::new(false));
     let progress: Arc<std::sync::Mutex<Option<Progress>>> = Arc::default();
     let ready_informers = informers.clone();
@@ -153,7 +157,11 @@ pub async fn run_with_config(
     let ready_progress = progress.clone();
     let readiness: serving::Readiness = Arc::new(move || {
         if !ready_leading.load(Ordering::SeqCst) {
-            return Ok(());
+            let unsynced = ready_informers.unsynced();
+            return match unsynced.is_empty() {
+                true => Ok(()),
+                false => Err(serving::NotReady::StoresNotSynced(unsynced)),
+            };
         }
         // Until the controllers are being started their stores may not even be registered.
         let progress = lock(&ready_progress);
@@ -226,22 +234,55 @@ pub async fn run_with_config(
         .map(|le| le.resource_name.clone())
         .unwrap_or_default();
     let leader_gauge = metrics.leader.with_label_values(&[&lease_name]);
+    let enabled: Vec<&'static Descriptor> = settings
+        .enabled_controllers
+        .iter()
+        .map(|c| c.descriptor())
+        .collect();
+    // Each controller whose API is known to be served (or that needs none) can start at
+    // once; the others wait for discovery, each on its own, so no answer holds up another.
+    // A warm standby asks at once (reads only) and warms each controller found served; a
+    // cold one asks nothing before it leads.
+    let (found_tx, mut found_rx) = mpsc::unbounded_channel::<(&'static Descriptor, Found)>();
+    let discover = || start_discovery(&enabled, &discovery, &found_tx, &controllers_stop);
+    let mut discovering = None;
     if let Some(elector) = &elector {
         tracing::info!(
             identity,
             lease = lease_name,
+            warm,
             "waiting to acquire the leader lease"
         );
         let stop_wait = stop.clone();
-        let acquired = elector
-            .acquire(async move { stop_wait.cancelled().await })
-            .await
-            .map_err(|e| AppError::Leader(e.to_string()))?;
-        if !acquired {
-            return Ok(());
+        let acquire = elector.acquire(async move { stop_wait.cancelled().await });
+        let acquired = if warm {
+            metrics.set_replica_state(ReplicaState::WarmStandby);
+            for entry in enabled.iter().filter(|entry| entry.api.is_none()) {
+                (entry.warm)(&informers, &settings);
+            }
+            discovering = Some(discover());
+            let (acquired, answers) = warm_until(acquire, &mut found_rx, |entry| {
+                (entry.warm)(&informers, &settings)
+            })
+            .await;
+            // Handled below, as answers that come after the lease is acquired.
+            for answer in answers {
+                let _ = found_tx.send(answer);
+            }
+            acquired
+        } else {
+            metrics.set_replica_state(ReplicaState::ColdStandby);
+            acquire.await
+        };
+        let acquired = acquired.map_err(|e| AppError::Leader(e.to_string()));
+        if !matches!(acquired, Ok(true)) {
+            // Stop the warm informers and discovery.
+            controllers_stop.cancel();
+            return acquired.map(|_| ());
         }
         leader_gauge.set(1);
     }
+    metrics.set_replica_state(ReplicaState::Leader);
     leading.store(true, Ordering::SeqCst);
     // The lease is renewed from now on in a task of its own, so slow controller starts
     // (ServiceAccount retries, --controller-start-interval) never delay a renewal; dropping
@@ -276,45 +317,16 @@ pub async fn run_with_config(
         clock,
     };
     let mut running: JoinSet<Result<(), AppError>> = JoinSet::new();
-    // A controller whose API is known to be served (or that needs none) starts at once; the
-    // others wait for discovery, each on its own, so no answer holds up another controller.
-    let (found_tx, mut found_rx) = mpsc::unbounded_channel::<(&'static Descriptor, Found)>();
-    let mut initial = Progress::default();
-    for entry in settings.enabled_controllers.iter().map(|c| c.descriptor()) {
-        let Some((group, version)) = entry.api else {
-            initial
-                .started
-                .push(launcher.launch(entry, &mut running).await?);
-            continue;
-        };
-        let api = if group.is_empty() {
-            version.to_string()
-        } else {
-            format!("{group}/{version}")
-        };
-        initial.discovering.insert(entry.name, api.clone());
-        let client = discovery.clone();
-        let found = found_tx.clone();
-        let cancelled = controllers_stop.clone();
-        tokio::spawn(async move {
-            let skipped = found.clone();
-            let served = discovery::until_served(
-                &api,
-                Timing::default(),
-                || discovery::probe(&client, group, version),
-                move || {
-                    let _ = skipped.send((entry, Found::NotServed));
-                },
-            );
-            tokio::select! {
-                () = cancelled.cancelled() => {}
-                () = served => {
-                    let _ = found.send((entry, Found::Served));
-                }
-            }
-        });
-    }
+    let mut initial = Progress {
+        discovering: discovering.unwrap_or_else(discover),
+        started: Vec::new(),
+    };
     drop(found_tx);
+    for entry in enabled.iter().filter(|entry| entry.api.is_none()) {
+        initial
+            .started
+            .push(launcher.launch(entry, &mut running).await?);
+    }
     *lock(&progress) = Some(initial);
     let mut started_any = !running.is_empty();
     let mut said_idle = false;
@@ -393,6 +405,79 @@ pub async fn run_with_config(
     outcome
 }
 
+/// Starts discovery of each of `enabled`'s APIs (those that need one): each answer is sent
+/// on `found`, until `cancelled`. Returns the APIs asked for, by controller.
+fn start_discovery(
+    enabled: &[&'static Descriptor],
+    client: &Client,
+    found: &mpsc::UnboundedSender<(&'static Descriptor, Found)>,
+    cancelled: &CancellationToken,
+) -> BTreeMap<&'static str, String> {
+    let mut discovering = BTreeMap::new();
+    for &entry in enabled {
+        let Some((group, version)) = entry.api else {
+            continue;
+        };
+        let api = if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        };
+        discovering.insert(entry.name, api.clone());
+        let client = client.clone();
+        let found = found.clone();
+        let cancelled = cancelled.clone();
+        tokio::spawn(async move {
+            let skipped = found.clone();
+            let served = discovery::until_served(
+                &api,
+                Timing::default(),
+                || discovery::probe(&client, group, version),
+                move || {
+                    let _ = skipped.send((entry, Found::NotServed));
+                },
+            );
+            tokio::select! {
+                () = cancelled.cancelled() => {}
+                () = served => {
+                    let _ = found.send((entry, Found::Served));
+                }
+            }
+        });
+    }
+    discovering
+}
+
+/// A warm standby's wait for the lease: each controller discovery finds served is warmed
+/// meanwhile. Returns the outcome of `acquire` and every discovery answer received, in
+/// order, for the leader to act on.
+async fn warm_until<T>(
+    acquire: impl Future<Output = T>,
+    found: &mut mpsc::UnboundedReceiver<(&'static Descriptor, Found)>,
+    mut warm: impl FnMut(&'static Descriptor),
+) -> (T, Vec<(&'static Descriptor, Found)>) {
+    let mut answers = Vec::new();
+    let mut answered = |(entry, answer): (&'static Descriptor, Found)| {
+        if matches!(answer, Found::Served) {
+            tracing::info!(controller = %entry.controller, "the cluster serves the controller's API; warming its stores");
+            warm(entry);
+        }
+        answers.push((entry, answer));
+    };
+    tokio::pin!(acquire);
+    let acquired = loop {
+        tokio::select! {
+            acquired = &mut acquire => break acquired,
+            Some(answer) = found.recv() => answered(answer),
+        }
+    };
+    // Those already sent, too, so that every answer handed back precedes any later one.
+    while let Ok(answer) = found.try_recv() {
+        answered(answer);
+    }
+    (acquired, answers)
+}
+
 /// The outcome of the lease-holding task.
 fn held(outcome: Result<Result<(), AppError>, tokio::task::JoinError>) -> Result<(), AppError> {
     outcome.unwrap_or_else(|join| Err(AppError::Leader(join.to_string())))
@@ -462,5 +547,51 @@ impl Launcher<'_> {
             }
         }
         Ok(startup)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::Controller;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_standby_warms_what_is_served_and_hands_every_answer_on_in_order() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (claims, pdbs) = (
+            Controller::ResourceClaim.descriptor(),
+            Controller::Disruption.descriptor(),
+        );
+        tx.send((claims, Found::NotServed)).unwrap();
+        tx.send((pdbs, Found::Served)).unwrap();
+        let (lease_tx, lease_rx) = tokio::sync::oneshot::channel::<bool>();
+        let mut warmed = Vec::new();
+        let waiting = warm_until(async { lease_rx.await.unwrap() }, &mut rx, |entry| {
+            warmed.push(entry.name)
+        });
+        // The lease comes with an answer still queued: it is handed on after the others.
+        let acquire = async {
+            tokio::task::yield_now().await;
+            tx.send((claims, Found::Served)).unwrap();
+            lease_tx.send(true).unwrap();
+        };
+        let ((acquired, answers), ()) = tokio::join!(waiting, acquire);
+        assert!(acquired);
+        assert_eq!(
+            warmed,
+            ["disruption-controller", "resourceclaim-controller"]
+        );
+        let order: Vec<(&str, bool)> = answers
+            .iter()
+            .map(|(entry, found)| (entry.name, matches!(found, Found::Served)))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("resourceclaim-controller", false),
+                ("disruption-controller", true),
+                ("resourceclaim-controller", true),
+            ]
+        );
     }
 }

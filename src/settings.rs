@@ -95,6 +95,9 @@ pub struct LeaderElection {
     pub retry_period: Duration,
     pub resource_namespace: String,
     pub resource_name: String,
+    /// `--warm-standby`: while not leading, keep the enabled controllers' shared stores
+    /// synced (watches only: no queue, no write), so a takeover starts on synced stores.
+    pub warm_standby: bool,
 }
 
 /// `--logging-format` (and kcm's older `--log-format`).

@@ -42,6 +42,7 @@ fn help_lists_every_flag_with_its_default() {
             Some("[default: kube-system]"),
         ),
         ("--leader-elect-resource-name", Some("[default: kcm]")),
+        ("--warm-standby", Some("[default: true]")),
         ("--bind-address", Some("[default: 0.0.0.0]")),
         ("--secure-port", Some("[default: 10257]")),
         ("--cert-dir", None),

@@ -4,6 +4,9 @@
 #[path = "../../tests/common/proc.rs"]
 mod proc;
 pub use proc::usage;
+#[path = "../../tests/common/agent.rs"]
+pub mod agent;
+pub mod world;
 
 /// The kcm binary running one controller against `kubeconfig`, without leader election or
 /// HTTP, with a client rate limit high enough not to be what is measured.

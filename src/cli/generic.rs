@@ -115,6 +115,12 @@ pub struct GenericFlags {
     #[arg(long, value_name = "NAME", default_value = "kcm")]
     pub leader_elect_resource_name: String,
 
+    /// While not leading, keep the shared stores synced (one watch per type, as much memory as
+    /// the leader; no queue, no write), so a takeover writes at once instead of listing
+    /// everything first; false: a standby opens no watch until it leads
+    #[arg(long, value_name = GO_BOOL, default_value_t = true)]
+    pub warm_standby: bool,
+
     /// Serve a CPU profile and heap statistics at /debug/pprof/ (authorized as /metrics)
     #[arg(long, value_name = GO_BOOL, default_value_t = true)]
     pub profiling: bool,

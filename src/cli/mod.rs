@@ -360,6 +360,7 @@ impl Options {
             retry_period,
             resource_namespace: generic.leader_elect_resource_namespace.clone(),
             resource_name: generic.leader_elect_resource_name.clone(),
+            warm_standby: generic.warm_standby,
         })
     }
 }
@@ -469,6 +470,7 @@ mod tests {
                 retry_period: secs(2),
                 resource_namespace: "kube-system".to_owned(),
                 resource_name: "kcm".to_owned(),
+                warm_standby: true,
             })
         );
         assert_eq!(settings.http_listener, None, "no plain HTTP by default");

@@ -106,6 +106,11 @@ pub struct Descriptor {
     /// What it needs only with a gate on; upstream's bootstrap role has these rules only
     /// when the API server runs with that gate.
     pub gated: &'static [Gated],
+    /// Starts the shared informers `run` will watch, under these settings, so a warm standby
+    /// holds them synced before it leads: only the types it always watches (e.g. not the
+    /// quota's discovered ones, which start when it leads). A controller with an `api` is
+    /// warmed only once discovery finds it served.
+    pub warm: fn(&Informers, &Settings),
     pub run: fn(Context) -> BoxFuture<'static, Result<(), ControllerError>>,
 }
 

@@ -456,6 +456,7 @@ impl Informers {
             synced,
             failing: std::sync::atomic::AtomicBool::new(false),
         });
+        self.export_sync(&resource, synced_rx.clone());
         lock(&self.synced).push((resource.clone(), synced_rx));
         let task_informer = informer.clone();
         let client = self.client.clone();
@@ -518,6 +519,17 @@ impl Informers {
             });
         }
         informer
+    }
+
+    /// `kcm_store_synced` for `resource`: 0 now, 1 once its first list is through.
+    fn export_sync(&self, resource: &str, mut synced: watch::Receiver<bool>) {
+        let gauge = self.metrics.store_synced.with_label_values(&[resource]);
+        gauge.set(0);
+        tokio::spawn(async move {
+            if synced.wait_for(|synced| *synced).await.is_ok() {
+                gauge.set(1);
+            }
+        });
     }
 
     /// Resources whose informers have not completed their first list yet.

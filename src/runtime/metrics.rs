@@ -20,6 +20,28 @@ fn family_names(collectors: &[&dyn Collector]) -> Vec<String> {
         .collect()
 }
 
+/// What a replica is, for `kcm_replica_state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicaState {
+    Leader,
+    /// Not leading, its shared stores kept synced for a fast takeover.
+    WarmStandby,
+    /// Not leading, and holding no watch until it leads.
+    ColdStandby,
+}
+
+impl ReplicaState {
+    const ALL: [ReplicaState; 3] = [Self::Leader, Self::WarmStandby, Self::ColdStandby];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Leader => "leader",
+            Self::WarmStandby => "warm_standby",
+            Self::ColdStandby => "cold_standby",
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
@@ -38,8 +60,13 @@ pub struct Metrics {
     pub store_objects: IntGaugeVec,
     /// Watch/list failures of each shared store.
     pub watch_errors: IntCounterVec,
+    /// 1 once a shared store has completed its first list, 0 until then, by resource.
+    pub store_synced: IntGaugeVec,
     /// 1 while this process holds the leader lease (upstream's name and label).
     pub leader: IntGaugeVec,
+    /// What this replica is: 1 for its current `state` (`leader`, `warm_standby`,
+    /// `cold_standby`), 0 for the others.
+    pub replica_state: IntGaugeVec,
     /// Incremental quota usage sums the periodic full recompute found wrong (should stay 0).
     pub quota_usage_drift: IntCounterVec,
     /// Secure-port certificate, key and CA reloads that failed, by file (the previous one
@@ -129,12 +156,26 @@ impl Metrics {
                 "List/watch errors of each shared store.",
                 &["resource"],
             )?,
+            store_synced: family(
+                &registry,
+                IntGaugeVec::new,
+                "kcm_store_synced",
+                "1 once a shared store has completed its first list, by resource.",
+                &["resource"],
+            )?,
             leader: family(
                 &registry,
                 IntGaugeVec::new,
                 "leader_election_master_status",
                 "1 while this process is the leader.",
                 &["name"],
+            )?,
+            replica_state: family(
+                &registry,
+                IntGaugeVec::new,
+                "kcm_replica_state",
+                "1 for what this replica is now (leader, warm_standby, cold_standby), 0 for the others.",
+                &["state"],
             )?,
             quota_usage_drift: family(
                 &registry,
@@ -191,7 +232,9 @@ impl Metrics {
             &self.skipped,
             &self.store_objects,
             &self.watch_errors,
+            &self.store_synced,
             &self.leader,
+            &self.replica_state,
             &self.quota_usage_drift,
             &self.serving_reload_errors,
         ]);
@@ -199,6 +242,15 @@ impl Metrics {
         names.retain(|name| !self.disabled.contains(name));
         names.sort();
         names
+    }
+
+    /// Marks this replica as `state` (one of [`ReplicaState`]), the other states 0.
+    pub fn set_replica_state(&self, state: ReplicaState) {
+        for other in ReplicaState::ALL {
+            self.replica_state
+                .with_label_values(&[other.label()])
+                .set(i64::from(other == state));
+        }
     }
 
     /// Runs one reconcile, counting it and timing it under `controller`.

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube_testserver::rbac::allows;
 
+pub mod agent;
 pub mod proc;
 pub mod rbac;
 

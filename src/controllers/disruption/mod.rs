@@ -71,6 +71,14 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
     ],
     api: Some(("policy", "v1")),
     gated: &[],
+    warm: |informers, _| {
+        informers.get::<Pod>();
+        informers.get::<PodDisruptionBudget>();
+        informers.get::<ReplicationController>();
+        informers.get::<ReplicaSet>();
+        informers.get::<Deployment>();
+        informers.get::<StatefulSet>();
+    },
     run: |ctx| run(ctx).boxed(),
 };
 

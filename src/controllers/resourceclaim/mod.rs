@@ -120,6 +120,17 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
         ],
         informs: &[informs(&["scheduling.k8s.io"], &["podgroups"])],
     }],
+    warm: |informers, settings| {
+        informers.get::<Pod>();
+        informers.get::<ResourceClaim>();
+        informers.get::<ResourceClaimTemplate>();
+        if settings
+            .feature_gates
+            .enabled(FeatureGate::DraWorkloadResourceClaims)
+        {
+            informers.get::<PodGroup>();
+        }
+    },
     run: |ctx| run(ctx).boxed(),
 };
 

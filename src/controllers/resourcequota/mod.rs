@@ -81,6 +81,15 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
     ],
     api: None,
     gated: &[],
+    // The evaluators of the core group's types; claims' (their group discovered) and the
+    // object counts (metadata watches of the types quotas name) start when it leads.
+    warm: |informers, settings| {
+        informers.get::<ResourceQuota>();
+        evaluator::warm(
+            informers,
+            evaluator::QuotaGates::of(&settings.feature_gates),
+        );
+    },
     run: |ctx| run(ctx).boxed(),
 };
 

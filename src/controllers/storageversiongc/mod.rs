@@ -62,6 +62,10 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
     ],
     api: Some(("internal.apiserver.k8s.io", "v1alpha1")),
     gated: &[],
+    warm: |informers, _| {
+        informers.get::<Lease>();
+        informers.get::<StorageVersion>();
+    },
     run: |ctx| run(ctx).boxed(),
 };
 

@@ -41,6 +41,9 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
     informs: &[informs(&[""], &["nodes"])],
     api: None,
     gated: &[],
+    warm: |informers, _| {
+        informers.get::<NodeMeta>();
+    },
     run: |ctx| run(ctx).boxed(),
 };
 

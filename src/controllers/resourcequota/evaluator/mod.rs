@@ -223,6 +223,8 @@ pub struct Entry {
     pub resource: &'static str,
     api_version: &'static str,
     start: fn(&Informers, QuotaGates) -> Arc<dyn Registered>,
+    /// Starts the informers it reads, without the evaluator (a warm standby's).
+    warm: fn(&Informers, QuotaGates),
 }
 
 impl Entry {
@@ -231,7 +233,23 @@ impl Entry {
             resource: E::RESOURCE,
             api_version: E::API_VERSION,
             start: Typed::<E>::start,
+            warm: |informers, gates| {
+                Typed::<E>::informers(informers, gates);
+            },
         }
+    }
+
+    /// The core group's, always served (the others' need discovery).
+    fn is_core(&self) -> bool {
+        !self.api_version.contains('/')
+    }
+}
+
+/// Starts the informers of the core group's evaluators, as [`start`] will: what a warm
+/// standby can hold before it leads, without asking discovery.
+pub fn warm(informers: &Informers, gates: QuotaGates) {
+    for entry in REGISTRY.iter().filter(|entry| entry.is_core()) {
+        (entry.warm)(informers, gates);
     }
 }
 
@@ -289,9 +307,15 @@ pub struct Typed<E: Evaluator> {
 
 impl<E: Evaluator> Typed<E> {
     fn start(informers: &Informers, gates: QuotaGates) -> Arc<dyn Registered> {
+        let (evaluator, objects) = Self::informers(informers, gates);
+        Self::over(evaluator, objects)
+    }
+
+    /// The evaluator under `gates`, the informers it reads started, and its objects'.
+    fn informers(informers: &Informers, gates: QuotaGates) -> (E, Arc<Informer<E::Object>>) {
         let evaluator = E::with_gates(gates);
         evaluator.start_reads(informers);
-        Self::over(evaluator, informers.get::<E::Object>())
+        (evaluator, informers.get::<E::Object>())
     }
 
     /// `evaluator` over `store`, its totals empty.
