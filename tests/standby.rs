@@ -171,8 +171,11 @@ async fn a_warm_standby_writes_nothing_and_takes_over_without_listing() {
     })
     .await;
 
-    // The standby's node list fails until cleared: /readyz says which store is behind.
-    server.inject(Fault::error(500).verb("list").resource("nodes"));
+    // The standby's node stream and list fail until cleared: /readyz says which store is
+    // behind. (The leader's node watch is open already; a fault hits new requests only.)
+    for verb in ["list", "watch"] {
+        server.inject(Fault::error(500).verb(verb).resource("nodes"));
+    }
     let standby = replica(&server, &[]);
     eventually("the second replica is a warm standby", DEADLINE, || async {
         standby.metric(&state("warm_standby")).await == Some(1.0)
