@@ -134,9 +134,9 @@ impl Effects for ResourceClaims {
         &self,
         group: &PodGroup,
         entries: &[(String, String)],
-    ) -> kube::Result<PodGroup> {
+    ) -> kube::Result<()> {
         let body = claim_statuses_apply(&ClaimOwner::group(group), entries);
-        self.apply_status(group, &body).await
+        self.apply_status(group, &body).await.map(drop)
     }
 
     async fn write_claim_status(

@@ -107,21 +107,22 @@ impl ResourceClaims {
     }
 
     /// `enqueuePodGroup`: the group's released claims and the group itself, and then its
-    /// pods, which may now find the group's claims.
+    /// pods, which may now find the group's claims, or the group itself (a pod that failed
+    /// with "get PodGroup" must not wait out its backoff when a group without claims
+    /// appears).
     fn enqueue_group(&self, group: &PodGroup, deleted: bool) {
-        if group.claims().is_empty() {
-            return;
-        }
-        if deleted {
-            self.remember_deleted(group.metadata.uid.as_deref());
-        }
-        let plan = plan_group_change(group, deleted, self);
-        for claim in plan.claims {
-            self.queue.add(Key::Claim(claim));
-        }
         let key = key_of(group);
-        if plan.group {
-            self.queue.add(Key::PodGroup(key.clone()));
+        if !group.claims().is_empty() {
+            if deleted {
+                self.remember_deleted(group.metadata.uid.as_deref());
+            }
+            let plan = plan_group_change(group, deleted, self);
+            for claim in plan.claims {
+                self.queue.add(Key::Claim(claim));
+            }
+            if plan.group {
+                self.queue.add(Key::PodGroup(key.clone()));
+            }
         }
         self.enqueue_pods(&self.pods_by_group, &key);
     }

@@ -13,10 +13,10 @@ use kube::ResourceExt;
 use super::claims::{
     ClaimOwner, Features, Membership, RESERVED_FOR_MAX, Release, ResolveError, Resolved, bind_to,
     claim_from_template, claims_to_release, delete_unused, find_orphan, foreign_claims,
-    group_needs_work, is_for_group, is_for_pod, is_group_consumer, is_pod_consumer,
-    keep_group_reservation, keep_pod_reservation, needs_reservation, owning_pod, pod_claims,
-    pod_group_name, pod_is_done, pod_may_get_claims, pod_needs_claims, pod_needs_work, release,
-    reserved_for, reserved_for_consumer, resolve, resolve_group, uses_claims,
+    group_needs_work, group_resolved_names, is_for_group, is_for_pod, is_group_consumer,
+    is_pod_consumer, keep_group_reservation, keep_pod_reservation, needs_reservation, owning_pod,
+    pod_claims, pod_group_name, pod_is_done, pod_may_get_claims, pod_needs_claims, pod_needs_work,
+    release, reserved_for, reserved_for_consumer, resolve, resolve_group, uses_claims,
 };
 use super::error::ClaimError;
 use crate::runtime::podgroup::PodGroup;
@@ -159,13 +159,9 @@ pub fn plan_group_change(group: &PodGroup, deleted: bool, stores: &impl Stores) 
     }
     let namespace = group.metadata.namespace.as_deref().unwrap_or_default();
     if deleted {
-        plan.claims = group
-            .claims()
-            .iter()
-            .filter_map(|entry| match resolve_group(group, entry) {
-                Ok(Resolved::Claim { name, .. }) => Some(format!("{namespace}/{name}")),
-                _ => None,
-            })
+        plan.claims = group_resolved_names(group)
+            .into_iter()
+            .map(|name| format!("{namespace}/{name}"))
             .collect();
     }
     plan.group = group_needs_work(group, |name| stores.claim(namespace, name));

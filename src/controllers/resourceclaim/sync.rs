@@ -32,7 +32,7 @@ pub(super) trait Effects: Stores {
         &self,
         group: &PodGroup,
         entries: &[(String, String)],
-    ) -> kube::Result<PodGroup>;
+    ) -> kube::Result<()>;
     /// UpdateStatus of the claim.
     async fn write_claim_status(
         &self,
