@@ -14,18 +14,20 @@ mod imp {
     /// jemalloc would do so itself only `dirty_decay_ms` (10 s) later, and only when the
     /// process allocates again (kcm has no background purging thread); after a list of
     /// thousands of objects that is several MiB held for nothing. Setting an arena's decay
-    /// time to 0 purges it at once (jemalloc's `pac_decay_ms_set`); the old time is put
-    /// back. Arenas never used fail with EFAULT and are skipped.
+    /// time to 0 purges it at once (jemalloc's `pac_decay_ms_set`); then the configured
+    /// default (`opt.dirty_decay_ms`) is set again, not the time read before, so two
+    /// overlapping calls cannot leave an arena at 0. Arenas never used fail with EFAULT and
+    /// are skipped.
     pub fn release_unused() {
         let Ok(count) = arenas::narenas::read() else {
+            return;
+        };
+        let Ok(decay): Result<isize, _> = b"opt.dirty_decay_ms\0".name().read() else {
             return;
         };
         for arena in 0..count {
             let name = format!("arena.{arena}.dirty_decay_ms\0");
             let key = name.as_bytes().name();
-            let Ok(decay): Result<isize, _> = key.read() else {
-                continue;
-            };
             if key.write(0isize).is_ok() {
                 let _ = key.write(decay);
             }
