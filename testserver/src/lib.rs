@@ -13,6 +13,12 @@ mod http;
 mod list_options;
 pub mod patch;
 pub mod podgroups;
+// kcm's port of apimachinery's Quantity, shared rather than copied: quota admission must
+// add and print quantities exactly as kcm's quota controller writes them.
+#[allow(dead_code)]
+#[path = "../../src/runtime/quantity.rs"]
+mod quantity;
+mod quota_admission;
 pub mod rbac;
 mod resources;
 mod reviews;

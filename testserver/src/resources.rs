@@ -322,6 +322,8 @@ pub fn builtin_types() -> Vec<ResourceType> {
             ),
             label_selector(),
         ),
+        // No scale subresource: a PDB over a Job's pods cannot count its expected pods.
+        builtin("batch", "v1", "jobs", "Job", true, &[], true),
         builtin(
             "policy",
             "v1",

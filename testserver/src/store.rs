@@ -17,6 +17,7 @@ use crate::error::ApiError;
 use crate::events::{self, CORE_EVENTS, View};
 use crate::patch::{self, Ownership, PatchError};
 use crate::podgroups;
+use crate::quota_admission;
 use crate::resources::{ResourceType, ScaleSelector, builtin_types};
 use crate::selector::{FieldSelector, LabelSelector, field_value};
 
@@ -74,6 +75,9 @@ pub struct WriteOptions {
     /// The writer may not change a ResourceClaim's `status.allocation` or
     /// `status.reservedFor`: the request's verb and the authorizer's forbidden message.
     pub binding_forbidden: Option<(String, String)>,
+    /// Run the ResourceQuota admission plugin on pod creation, as every request through
+    /// the API does; fixtures seeded into the store skip it.
+    pub quota_admission: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -1062,12 +1066,54 @@ impl State {
             patch::record_update(None, &obj, &opts.field_manager, &mut created);
             created
         });
+        let quota_updates = if opts.quota_admission && rt.key() == "/pods" {
+            self.admit_pod(ns, &obj, &name)?
+        } else {
+            Vec::new()
+        };
         if opts.dry_run {
             return Ok(Arc::new(obj));
         }
+        // As the admission plugin, the quotas' new usage is stored before the pod.
+        for (key, quota) in quota_updates {
+            let ownership = self.collections[QUOTAS].objects[&key].ownership.clone();
+            self.commit(QUOTAS, &key, EventType::Modified, quota, ownership);
+        }
         Ok(self.commit(&rt.key(), &key, EventType::Added, obj, ownership))
     }
+
+    /// The ResourceQuota admission plugin on a pod being created: the namespace's quotas
+    /// with their new `status.used`, or the 403 refusing the pod.
+    fn admit_pod(
+        &self,
+        ns: &str,
+        pod: &Value,
+        name: &str,
+    ) -> Result<Vec<(ObjKey, Value)>, ApiError> {
+        let Some(quotas) = self.collections.get(QUOTAS) else {
+            return Ok(Vec::new());
+        };
+        let in_namespace: Vec<(&ObjKey, &Stored)> = quotas
+            .objects
+            .iter()
+            .filter(|(key, _)| key.0 == ns)
+            .collect();
+        let values: Vec<&Value> = in_namespace.iter().map(|(_, s)| &*s.obj).collect();
+        let updates = quota_admission::admit_pod(&values, pod, name)?;
+        Ok(updates
+            .into_iter()
+            .map(|update| {
+                let (key, stored) = in_namespace[update.index];
+                let mut quota = (*stored.obj).clone();
+                quota["status"]["used"] = update.used;
+                (key.clone(), quota)
+            })
+            .collect())
+    }
 }
+
+/// The store key of core/v1 ResourceQuotas.
+const QUOTAS: &str = "/resourcequotas";
 
 /// A body's apiVersion and kind, when given, must be the type's.
 fn check_type(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
