@@ -40,6 +40,14 @@ pub enum AppError {
     Controller(&'static str, String),
 }
 
+impl AppError {
+    /// Whether kcm failed before it ran anything (configuration, clients, listener), as
+    /// opposed to losing its lease or a controller later.
+    pub fn at_startup(&self) -> bool {
+        matches!(self, Self::Client(_) | Self::Metrics(_) | Self::Serving(_))
+    }
+}
+
 /// Resolves when SIGTERM or SIGINT arrives.
 async fn termination_signal() {
     #[cfg(unix)]
@@ -233,7 +241,11 @@ pub async fn run_with_config(
         .as_ref()
         .map(|le| le.resource_name.clone())
         .unwrap_or_default();
-    let leader_gauge = metrics.leader.with_label_values(&[&lease_name]);
+    // Without leader election upstream exports no `leader_election_master_status` series.
+    let leader_gauge = settings
+        .leader_election
+        .is_some()
+        .then(|| metrics.leader.with_label_values(&[&lease_name]));
     let enabled: Vec<&'static Descriptor> = settings
         .enabled_controllers
         .iter()
@@ -280,7 +292,9 @@ pub async fn run_with_config(
             controllers_stop.cancel();
             return acquired.map(|_| ());
         }
-        leader_gauge.set(1);
+        if let Some(gauge) = &leader_gauge {
+            gauge.set(1);
+        }
     }
     metrics.set_replica_state(ReplicaState::Leader);
     leading.store(true, Ordering::SeqCst);
@@ -400,7 +414,9 @@ pub async fn run_with_config(
             tracing::warn!(error = %err, "releasing the lease failed");
         }
     }
-    leader_gauge.set(0);
+    if let Some(gauge) = &leader_gauge {
+        gauge.set(0);
+    }
     stop.cancel();
     outcome
 }

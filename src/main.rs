@@ -91,13 +91,18 @@ async fn main() -> ExitCode {
     let settings = match options.validate() {
         Ok(settings) => settings,
         Err(err) => {
-            eprintln!("kcm: {err}");
+            eprintln!("error: {err}");
             return ExitCode::FAILURE;
         }
     };
     init_logging(&settings);
     match kcm::app::run(settings).await {
         Ok(()) => ExitCode::SUCCESS,
+        // As a flag error: one plain line, before anything ran.
+        Err(err) if err.at_startup() => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
         Err(err) => {
             tracing::error!(error = %err, "kcm stopped");
             ExitCode::FAILURE

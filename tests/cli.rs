@@ -411,19 +411,19 @@ fn a_negative_number_after_a_space_is_the_flags_value() {
     for (args, message) in [
         (
             &["--kube-api-qps", "-5"][..],
-            "kcm: --kube-api-qps must be greater than 0, got -5",
+            "error: --kube-api-qps must be greater than 0, got -5",
         ),
         (
             &["--kube-api-burst", "-5"][..],
-            "kcm: --kube-api-burst must be greater than 0, got -5",
+            "error: --kube-api-burst must be greater than 0, got -5",
         ),
         (
             &["--concurrent-resource-quota-syncs", "-1"][..],
-            "kcm: --concurrent-resource-quota-syncs must be greater than 0, got -1",
+            "error: --concurrent-resource-quota-syncs must be greater than 0, got -1",
         ),
         (
             &["--secure-port", "-1"][..],
-            "kcm: --secure-port -1 must be between 0 and 65535",
+            "error: --secure-port -1 must be between 0 and 65535",
         ),
     ] {
         let (code, _, stderr) = kcm(args);
@@ -437,19 +437,19 @@ fn feature_gate_errors_exit_with_upstreams_message() {
     let cases: &[(&str, &str)] = &[
         (
             "--feature-gates=DRAAdminAccess=false",
-            "kcm: cannot set feature gate DRAAdminAccess to false, feature is locked to true\n",
+            "error: cannot set feature gate DRAAdminAccess to false, feature is locked to true\n",
         ),
         (
             "--feature-gates=kube:InPlacePodVerticalScaling=false",
-            "kcm: cannot set feature gate InPlacePodVerticalScaling to false, feature is locked to true\n",
+            "error: cannot set feature gate InPlacePodVerticalScaling to false, feature is locked to true\n",
         ),
         (
             "--feature-gates=StorageVersionAPI=maybe",
-            "kcm: invalid value of StorageVersionAPI=maybe, err: strconv.ParseBool: parsing \"maybe\": invalid syntax\n",
+            "error: invalid value of StorageVersionAPI=maybe, err: strconv.ParseBool: parsing \"maybe\": invalid syntax\n",
         ),
         (
             "--feature-gates=wardle:Foo=true",
-            "kcm: component not registered: wardle\n",
+            "error: component not registered: wardle\n",
         ),
     ];
     for (arg, message) in cases {
@@ -661,4 +661,18 @@ fn every_listed_gate_is_known_with_its_stage_and_default() {
     let parsed = FeatureGates::parse(&[all.join(",")]).unwrap();
     assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
     assert_eq!(parsed.gates, FeatureGates::default());
+}
+
+#[test]
+fn a_missing_kubeconfig_is_one_plain_error_line_naming_it_once() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("missing");
+    let path = path.to_str().expect("a UTF-8 temp path");
+    let (code, stdout, stderr) = kcm(&["--kubeconfig", path]);
+    assert_eq!(code, 1);
+    assert_eq!(stdout, "");
+    assert_eq!(
+        stderr,
+        format!("error: reading kubeconfig {path}: No such file or directory (os error 2)\n")
+    );
 }

@@ -28,13 +28,19 @@ use crate::runtime::lock::lock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("reading kubeconfig {path}: {source}")]
+    #[error("reading kubeconfig {path}: {}", kubeconfig_cause(.source))]
     Kubeconfig {
         path: String,
         source: kube::config::KubeconfigError,
     },
-    #[error("no usable cluster configuration (in-cluster or kubeconfig): {0}")]
-    Infer(#[from] kube::config::InferConfigError),
+    #[error(
+        "no cluster configuration: no --kubeconfig; {}; not in a cluster: {in_cluster}",
+        kubeconfig_lookup(.kubeconfig)
+    )]
+    NoConfig {
+        kubeconfig: kube::config::KubeconfigError,
+        in_cluster: kube::config::InClusterError,
+    },
     #[error("building the client: {0}")]
     Build(#[from] kube::Error),
     #[error("invalid user agent: {0}")]
@@ -43,7 +49,30 @@ pub enum ClientError {
     Credentials(#[from] CredentialsError),
 }
 
-/// `--kubeconfig` if given; else in-cluster; else the usual kubeconfig lookup.
+/// kube's message for a kubeconfig that cannot be used, without its debug-quoted path
+/// (the caller names the file once).
+fn kubeconfig_cause(err: &kube::config::KubeconfigError) -> String {
+    match err {
+        kube::config::KubeconfigError::ReadConfig(io, _) => io.to_string(),
+        kube::config::KubeconfigError::FindPath => {
+            "no $KUBECONFIG and no home directory for ~/.kube/config".into()
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Why kube's kubeconfig lookup failed, naming the file it tried once.
+fn kubeconfig_lookup(err: &kube::config::KubeconfigError) -> String {
+    match err {
+        kube::config::KubeconfigError::ReadConfig(io, path) => {
+            format!("reading kubeconfig {}: {io}", path.display())
+        }
+        other => kubeconfig_cause(other),
+    }
+}
+
+/// `--kubeconfig` if given; else `$KUBECONFIG`, else `~/.kube/config` (kube's lookup);
+/// else the in-cluster configuration.
 pub async fn load_config(kubeconfig: Option<&Path>) -> Result<Config, ClientError> {
     match kubeconfig {
         Some(path) => {
@@ -58,7 +87,23 @@ pub async fn load_config(kubeconfig: Option<&Path>) -> Result<Config, ClientErro
                     source,
                 })
         }
-        None => Ok(Config::infer().await?),
+        // kube's `Config::infer`, with both causes kept for the message.
+        None => match Config::from_kubeconfig(&KubeConfigOptions::default()).await {
+            Ok(mut config) => {
+                config.apply_debug_overrides();
+                Ok(config)
+            }
+            Err(kubeconfig) => match Config::incluster() {
+                Ok(mut config) => {
+                    config.apply_debug_overrides();
+                    Ok(config)
+                }
+                Err(in_cluster) => Err(ClientError::NoConfig {
+                    kubeconfig,
+                    in_cluster,
+                }),
+            },
+        },
     }
 }
 
