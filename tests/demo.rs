@@ -23,28 +23,32 @@ async fn the_batch_script_ends_with_the_computed_table() {
         .script(QUIET, DEADLINE, |step| steps.push(step.what()))
         .await
         .expect("the script runs");
-    assert_eq!(steps.len(), 3, "every step played");
+    assert_eq!(steps.len(), 4, "every step played");
     let expected = "\
 RESOURCEQUOTA                   RESOURCE                                             USED    HARD
 batch/best-effort [BestEffort]  pods                                                 1       5
-batch/pods                      pods                                                 2       10
+batch/compute [NotBestEffort]   pods                                                 1       5
                                 requests.cpu                                         100m    2
 ml/gpus                         count/resourceclaims.resource.k8s.io                 1       4
                                 gpu.example.com.deviceclass.resource.k8s.io/devices  1       2
 shop/compute                    limits.cpu                                           2500m   8
                                 limits.memory                                        2560Mi  16Gi
-                                pods                                                 5       20
+                                pods                                                 5       5
                                 requests.cpu                                         1250m   4
                                 requests.memory                                      1280Mi  8Gi
 
 PODDISRUPTIONBUDGET  EXPECTED  HEALTHY  DESIRED  ALLOWED
-shop/web             5         5        2        3
+batch/jobs           0         0        0        0
+batch/report         0         1        0        0
+shop/cache           0         0        1        0
+shop/web             5         2        2        0
 
 NODES  TTL ANNOTATION  NODES WITH IT
 120    15s             120
 
-POD         CLAIM  GENERATED  IN POD STATUS
-ml/trainer  gpu    1          yes
+POD          CLAIM  GENERATED  IN POD STATUS
+ml/notebook  gpu    0          no
+ml/trainer   gpu    1          yes
 
 STORAGEVERSION    API SERVERS       ENTRIES REMOVED
 apps.deployments  kube-apiserver-a  1
@@ -56,6 +60,80 @@ apps.deployments  kube-apiserver-a  1
         tokio::time::sleep(Duration::from_millis(250)).await;
         table = demo.table().await.expect("the table reads");
     }
+    let events = demo_events(&demo).await;
     demo.stop().await.expect("kcm and the server stop cleanly");
     assert_eq!(table, expected, "final table:\n{table}");
+    assert_eq!(events, expected_events(), "events");
+}
+
+/// (namespace/object, type, reason, message) of each Event, sorted.
+type EventRow = (String, String, String, String);
+
+fn expected_events() -> Vec<EventRow> {
+    let row = |object: &str, warning: bool, reason: &str, message: &str| {
+        let kind = if warning { "Warning" } else { "Normal" };
+        (object.into(), kind.into(), reason.into(), message.into())
+    };
+    vec![
+        row(
+            "batch/jobs",
+            true,
+            "CalculateExpectedPodCountFailed",
+            "Failed to calculate the number of expected pods: jobs.batch does not implement the scale subresource",
+        ),
+        row(
+            "batch/report",
+            true,
+            "UnmanagedPods",
+            "Pods selected by this PodDisruptionBudget (selector: &LabelSelector{MatchLabels:map[string]string{app: report,},MatchExpressions:[]LabelSelectorRequirement{},}) were found to be unmanaged. As a result, the status of the PDB cannot be calculated correctly, which may result in undefined behavior. To account for these pods please set \".spec.minAvailable\" field of the PDB to an integer value.",
+        ),
+        row(
+            "ml/notebook",
+            true,
+            "FailedResourceClaimCreation",
+            "PodResourceClaim gpu: resource claim template \"gpu-large\": resourceclaimtemplate.resource.k8s.io \"gpu-large\" not found",
+        ),
+        row("shop/cache", false, "NoPods", "No matching pods found"),
+    ]
+}
+
+/// The Events kcm recorded, once each, polled until they are the expected ones (the
+/// recorder writes them in the background) or the deadline passes.
+async fn demo_events(demo: &demo::Demo) -> Vec<EventRow> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(demo.kubeconfig()).expect("kubeconfig");
+    let options = kube::config::KubeConfigOptions::default();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .expect("client config");
+    let client = kube::Client::try_from(config).expect("client");
+    let events = kube::Api::<k8s_openapi::api::core::v1::Event>::all(client);
+    let started = tokio::time::Instant::now();
+    loop {
+        let mut rows: Vec<EventRow> = events
+            .list(&Default::default())
+            .await
+            .expect("events list")
+            .items
+            .into_iter()
+            .map(|e| {
+                let object = e.involved_object;
+                (
+                    format!(
+                        "{}/{}",
+                        object.namespace.unwrap_or_default(),
+                        object.name.unwrap_or_default()
+                    ),
+                    e.type_.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.message.unwrap_or_default(),
+                )
+            })
+            .collect();
+        rows.sort();
+        rows.dedup();
+        if rows == expected_events() || started.elapsed() > DEADLINE {
+            return rows;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }

@@ -49,17 +49,31 @@ pub enum Step {
     ScaleWeb,
     FinishJobs,
     AddNodes,
+    UnreadyWeb,
 }
 
 /// The churn, in order.
-pub const SCRIPT: [Step; 3] = [Step::ScaleWeb, Step::FinishJobs, Step::AddNodes];
+pub const SCRIPT: [Step; 4] = [
+    Step::ScaleWeb,
+    Step::FinishJobs,
+    Step::AddNodes,
+    Step::UnreadyWeb,
+];
+
+/// The web pods that fail their readiness probe in the last step.
+const UNREADY_WEB: std::ops::RangeInclusive<usize> = 3..=5;
 
 impl Step {
     pub fn what(self) -> &'static str {
         match self {
-            Step::ScaleWeb => "scale Deployment shop/web from 3 to 5 replicas",
+            Step::ScaleWeb => {
+                "scale Deployment shop/web from 3 to 5 replicas: quota shop/compute is at its 5 pods"
+            }
             Step::FinishJobs => "finish 2 of the 3 jobs in namespace batch",
             Step::AddNodes => "add 24 nodes (96 -> 120): the TTL step moves from 0s to 15s",
+            Step::UnreadyWeb => {
+                "3 of the 5 web pods fail their readiness probe: PDB shop/web allows no disruption"
+            }
         }
     }
 }
@@ -128,12 +142,26 @@ impl Demo {
             }
             Step::FinishJobs => {
                 // The kubelet's part: the containers exited 0.
-                let done = Patch::Merge(
-                    json!({ "status": { "phase": "Succeeded", "conditions": [{ "type": "Ready", "status": "False", "reason": "PodCompleted" }] } }),
-                );
+                let done = Patch::Merge(json!({ "status": {
+                    "phase": "Succeeded",
+                    "conditions": [{ "type": "Ready", "status": "False", "reason": "PodCompleted" }],
+                    "containerStatuses": [container_status(false, json!({ "terminated": { "exitCode": 0, "reason": "Completed" } }))],
+                } }));
                 let pods = Api::<Pod>::namespaced(self.client.clone(), "batch");
                 for name in ["job-1", "job-2"] {
                     pods.patch_status(name, &PatchParams::default(), &done)
+                        .await?;
+                }
+            }
+            Step::UnreadyWeb => {
+                // The kubelet's part: the readiness probe fails, the containers keep running.
+                let unready = Patch::Merge(json!({ "status": {
+                    "conditions": [{ "type": "Ready", "status": "False", "reason": "ContainersNotReady" }],
+                    "containerStatuses": [container_status(false, json!({ "running": {} }))],
+                } }));
+                let pods = Api::<Pod>::namespaced(self.client.clone(), "shop");
+                for i in UNREADY_WEB {
+                    pods.patch_status(&format!("{WEB_RS}-{i}"), &PatchParams::default(), &unready)
                         .await?;
                 }
             }
@@ -427,12 +455,24 @@ fn pod(
             "nodeName": "node-001",
             "containers": [{ "name": "main", "image": "registry.k8s.io/pause:3.10", "resources": resources }],
         },
-        "status": { "phase": "Running", "conditions": [{ "type": "Ready", "status": "True" }] },
+        "status": {
+            "phase": "Running",
+            "conditions": [{ "type": "Ready", "status": "True" }],
+            "containerStatuses": [container_status(true, json!({ "running": {} }))],
+        },
     });
     if let Some(owner) = owner {
         pod["metadata"]["ownerReferences"] = json!([owner]);
     }
     pod
+}
+
+/// The status of the one container, as the kubelet reports it (kubectl's READY column).
+fn container_status(ready: bool, state: Value) -> Value {
+    json!({
+        "name": "main", "image": "registry.k8s.io/pause:3.10", "imageID": "",
+        "ready": ready, "started": state.get("running").is_some(), "restartCount": 0, "state": state,
+    })
 }
 
 fn owner(kind: &str, api_version: &str, obj: &Value) -> Value {
@@ -490,6 +530,27 @@ fn type_of(
         .ok_or_else(|| format!("kube-testserver serves no {api_version} {kind}").into())
 }
 
+/// A PodDisruptionBudget `spec` (minAvailable or maxUnavailable) over the pods labelled
+/// `app`.
+fn pdb(
+    server: &TestServer,
+    namespace: &str,
+    name: &str,
+    mut spec: Value,
+    app: &str,
+) -> Result<(), Error> {
+    spec["selector"] = json!({ "matchLabels": { "app": app } });
+    put(
+        server,
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": { "name": name, "namespace": namespace },
+            "spec": spec,
+        }),
+    )?;
+    Ok(())
+}
+
 /// The cluster kcm starts on.
 fn seed(server: &TestServer) -> Result<(), Error> {
     for ns in ["shop", "batch", "ml"] {
@@ -508,7 +569,7 @@ fn seed(server: &TestServer) -> Result<(), Error> {
         json!({
             "apiVersion": "v1", "kind": "ResourceQuota",
             "metadata": { "name": "compute", "namespace": "shop" },
-            "spec": { "hard": { "pods": "20", "requests.cpu": "4", "requests.memory": "8Gi", "limits.cpu": "8", "limits.memory": "16Gi" } },
+            "spec": { "hard": { "pods": "5", "requests.cpu": "4", "requests.memory": "8Gi", "limits.cpu": "8", "limits.memory": "16Gi" } },
         }),
     )?;
     let template = json!({
@@ -544,25 +605,20 @@ fn seed(server: &TestServer) -> Result<(), Error> {
     for i in 1..=3 {
         web_pod(server, i)?;
     }
-    put(
+    pdb(server, "shop", "web", json!({ "minAvailable": 2 }), "web")?;
+    // A PDB created before its workload: event NoPods.
+    pdb(
         server,
-        json!({
-            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-            "metadata": { "name": "web", "namespace": "shop" },
-            "spec": { "minAvailable": 2, "selector": { "matchLabels": { "app": "web" } } },
-        }),
+        "shop",
+        "cache",
+        json!({ "minAvailable": 1 }),
+        "cache",
     )?;
 
-    // batch: a quota on all pods and one scoped to BestEffort pods; three jobs without
-    // requests (BestEffort) and a report with some.
-    put(
-        server,
-        json!({
-            "apiVersion": "v1", "kind": "ResourceQuota",
-            "metadata": { "name": "pods", "namespace": "batch" },
-            "spec": { "hard": { "pods": "10", "requests.cpu": "2" } },
-        }),
-    )?;
+    // batch: a quota on BestEffort pods and one on the others; three jobs' pods without
+    // requests (BestEffort) and a bare report pod with some. PDBs over both: a Job has no
+    // scale (event CalculateExpectedPodCountFailed), a bare pod has no controller (event
+    // UnmanagedPods).
     put(
         server,
         json!({
@@ -571,15 +627,36 @@ fn seed(server: &TestServer) -> Result<(), Error> {
             "spec": { "hard": { "pods": "5" }, "scopes": ["BestEffort"] },
         }),
     )?;
+    put(
+        server,
+        json!({
+            "apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": { "name": "compute", "namespace": "batch" },
+            "spec": { "hard": { "pods": "5", "requests.cpu": "2" }, "scopes": ["NotBestEffort"] },
+        }),
+    )?;
     for i in 1..=3 {
+        let name = format!("job-{i}");
+        let job = put(
+            server,
+            json!({
+                "apiVersion": "batch/v1", "kind": "Job",
+                "metadata": { "name": name, "namespace": "batch" },
+                "spec": { "template": {
+                    "metadata": { "labels": { "app": "job" } },
+                    "spec": { "restartPolicy": "Never", "containers": [{ "name": "main", "image": "registry.k8s.io/pause:3.10" }] },
+                } },
+            }),
+        )?;
+        let owner = owner("Job", "batch/v1", &job);
         put(
             server,
             pod(
                 "batch",
-                &format!("job-{i}"),
+                &name,
                 json!({ "app": "job" }),
                 json!({}),
-                None,
+                Some(owner),
             ),
         )?;
     }
@@ -592,6 +669,20 @@ fn seed(server: &TestServer) -> Result<(), Error> {
             json!({ "requests": { "cpu": "100m", "memory": "128Mi" } }),
             None,
         ),
+    )?;
+    pdb(
+        server,
+        "batch",
+        "jobs",
+        json!({ "maxUnavailable": 1 }),
+        "job",
+    )?;
+    pdb(
+        server,
+        "batch",
+        "report",
+        json!({ "maxUnavailable": 1 }),
+        "report",
     )?;
 
     // ml: a DeviceClass, a ResourceClaimTemplate, a pod that uses it, a quota on claims.
@@ -632,7 +723,14 @@ fn seed(server: &TestServer) -> Result<(), Error> {
         .as_object_mut()
         .map(|s| s.remove("nodeName"));
     trainer["status"] = json!({ "phase": "Pending" });
-    put(server, trainer)?;
+    put(server, trainer.clone())?;
+    // A pod naming a template that does not exist: event FailedResourceClaimCreation.
+    let mut notebook = trainer;
+    notebook["metadata"]["name"] = json!("notebook");
+    notebook["metadata"]["labels"] = json!({ "app": "notebook" });
+    notebook["spec"]["resourceClaims"] =
+        json!([{ "name": "gpu", "resourceClaimTemplateName": "gpu-large" }]);
+    put(server, notebook)?;
 
     // A StorageVersion that still names an API server whose identity lease is gone.
     put(

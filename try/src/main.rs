@@ -13,7 +13,7 @@ use demo::{Demo, Error, SCRIPT};
 
 /// How long each state stays on screen before the next churn step.
 const PAUSE: Duration = Duration::from_secs(6);
-/// How often the table is redrawn.
+/// How often the table is read (and redrawn when it changed).
 const REFRESH: Duration = Duration::from_millis(500);
 /// How long the table must stay unchanged to count as settled (batch mode).
 const QUIET: Duration = Duration::from_secs(3);
@@ -24,19 +24,23 @@ const METRICS_PORT: u16 = 10258;
 async fn main() -> std::process::ExitCode {
     let batch = std::env::args().any(|a| a == "--batch")
         || std::env::var_os("KCM_TRY_BATCH").is_some_and(|v| v != "0" && !v.is_empty());
-    match run(batch).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+    // kcm's log goes to a file: the terminal is the table's. It is removed at exit, unless
+    // the demo failed: then it says why.
+    let log_path = std::env::temp_dir().join(format!("kcm-try-{}.log", std::process::id()));
+    match run(batch, &log_path).await {
+        Ok(()) => {
+            let _ = std::fs::remove_file(&log_path);
+            std::process::ExitCode::SUCCESS
+        }
         Err(err) => {
-            eprintln!("try: {err}");
+            eprintln!("try: {err} (kcm's log: {})", log_path.display());
             std::process::ExitCode::FAILURE
         }
     }
 }
 
-async fn run(batch: bool) -> Result<(), Error> {
-    // kcm's log goes to a file: the terminal is the table's.
-    let log_path = std::env::temp_dir().join(format!("kcm-try-{}.log", std::process::id()));
-    let log = std::fs::File::create(&log_path)?;
+async fn run(batch: bool, log_path: &std::path::Path) -> Result<(), Error> {
+    let log = std::fs::File::create(log_path)?;
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -50,64 +54,82 @@ async fn run(batch: bool) -> Result<(), Error> {
     let demo = Demo::start(port).await?;
     let intro = format!(
         "kcm: resourcequota, disruption, ttl, resourceclaim and storage-version-gc controllers\n\
-         on an in-process kube-testserver, with a small cluster seeded.\n\n\
-         kubectl --kubeconfig {}\n\
-         curl -s {}\n\
-         log: {}\n",
-        demo.kubeconfig().display(),
+         on an in-process kube-testserver, with a small cluster seeded.\n\
+         metrics: curl -s {}\n",
         demo.metrics_url(),
-        log_path.display(),
     );
-    let closing = closing(&demo.kubeconfig().display().to_string());
     let outcome = if batch {
-        play_batch(&demo, &intro, &closing).await
+        // Ctrl-C still stops kcm and the server, so the server's files are removed.
+        tokio::select! {
+            outcome = play_batch(&demo, &intro) => outcome,
+            _ = tokio::signal::ctrl_c() => {
+                println!("\nstopping kcm and the API server");
+                Ok(())
+            }
+        }
     } else {
-        play_live(&demo, &intro, &closing).await
+        let kubectl = kubectl_hint(&demo.kubeconfig().display().to_string());
+        play_live(&demo, &format!("{intro}{kubectl}")).await
     };
     demo.stop().await?;
     outcome
 }
 
-/// What the demo does not run, and how to make a pod count anyway.
-fn closing(kubeconfig: &str) -> String {
+/// How to point kubectl at the demo, and what to try.
+fn kubectl_hint(kubeconfig: &str) -> String {
     format!(
-        "Only kcm's five controllers run here: no Deployment, ReplicaSet or scheduler\n\
-         controller, so `kubectl create deployment` makes no pods and new pods stay Pending.\n\
-         To make a pod count, create it directly; the shop quota counts it at once:\n\
-         \x20 kubectl --kubeconfig {kubeconfig} -n shop run extra --image=nginx\n\
-         \x20 kubectl --kubeconfig {kubeconfig} -n shop get quota,pods\n"
+        "In another terminal, while the demo runs:\n\
+         \x20 export KUBECONFIG={kubeconfig}\n\
+         \x20 kubectl get resourcequota,pdb,pods -A\n\
+         \x20 kubectl get events -A\n"
     )
 }
 
+/// What the demo does not run, and what a cluster's API server refuses.
+const CLOSING: &str = "\
+Only kcm's five controllers run here: no Deployment, ReplicaSet or scheduler
+controller, so `kubectl create deployment` makes no pods and new pods stay Pending.
+Create pods directly; the API server admits them against the quotas kcm keeps, as a
+cluster's does (shop/compute is full and wants requests and limits):
+  kubectl -n shop run extra --image=nginx
+  kubectl -n shop describe pdb web
+";
+
 /// The script without pauses, then the final table.
-async fn play_batch(demo: &Demo, intro: &str, closing: &str) -> Result<(), Error> {
+async fn play_batch(demo: &Demo, intro: &str) -> Result<(), Error> {
     println!("{intro}");
     let table = demo
         .script(QUIET, SETTLE_DEADLINE, |step| {
             println!("step: {}", step.what())
         })
         .await?;
-    println!("\n{table}\n{closing}");
+    println!(
+        "\n{table}\nThe demo has stopped. `cargo run --release -p kcm-try` (without --batch)\n\
+         keeps it running for kubectl."
+    );
     Ok(())
 }
 
-/// The table redrawn every half second while the script plays, until Ctrl-C.
-async fn play_live(demo: &Demo, intro: &str, closing: &str) -> Result<(), Error> {
+/// The table, redrawn when it or the status line changes, while the script plays; then
+/// kcm keeps running until Ctrl-C.
+async fn play_live(demo: &Demo, intro: &str) -> Result<(), Error> {
     let terminal = std::io::stdout().is_terminal();
     let mut steps = SCRIPT.iter().copied();
     let mut last_step = tokio::time::Instant::now();
     let mut status = "cluster seeded; kcm starting".to_string();
-    let mut last_table = String::new();
+    let mut shown = String::new();
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     loop {
-        let table = demo.table().await?;
-        // Off a terminal (piped to a file), print only when something changed.
-        if terminal || table != last_table {
+        let screen = format!(
+            "{intro}\n{}\n{status}\nCtrl-C stops the demo.\n",
+            demo.table().await?
+        );
+        if screen != shown {
             let clear = if terminal { "\x1b[H\x1b[2J" } else { "" };
-            print!("{clear}{intro}\n{table}\n{status}\nCtrl-C stops the demo.\n");
+            print!("{clear}{screen}");
             std::io::stdout().flush()?;
-            last_table = table;
+            shown = screen;
         }
         if demo.kcm_failed() {
             return Err("kcm stopped; see its log".into());
@@ -120,7 +142,7 @@ async fn play_live(demo: &Demo, intro: &str, closing: &str) -> Result<(), Error>
                     format!("churn: {}", step.what())
                 }
                 None => {
-                    format!("script done; kcm keeps running. Try kubectl against it.\n\n{closing}")
+                    format!("script done; kcm keeps running. Try kubectl against it.\n\n{CLOSING}")
                 }
             };
         }
