@@ -2,16 +2,41 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::Api;
 
-struct KillOnDrop(std::process::Child);
+/// The binary, stopped with SIGTERM (as a harness stops it) when dropped; SIGKILL only if
+/// it has not exited within 10 s.
+struct StopOnDrop(std::process::Child);
 
-impl Drop for KillOnDrop {
+impl StopOnDrop {
+    /// SIGTERM, then the exit status once it has exited.
+    fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        let pid = self.0.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.0.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        // Already exited (and reaped): its pid may be another process's now.
+        if matches!(self.0.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        if self.stop().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
     }
 }
 
@@ -27,8 +52,12 @@ async fn binary_serves_seeded_objects_through_its_kubeconfig() {
     )
     .unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let mut child = KillOnDrop(
+    // The server's own temporary directory goes here, to check it is removed at exit.
+    let server_tmp = dir.path().join("tmp");
+    std::fs::create_dir(&server_tmp).unwrap();
+    let mut child = StopOnDrop(
         Command::new(env!("CARGO_BIN_EXE_kube-testserver"))
+            .env("TMPDIR", &server_tmp)
             .args(["--port", "0", "--seed"])
             .arg(&seed)
             .arg("--kubeconfig-out")
@@ -73,4 +102,17 @@ async fn binary_serves_seeded_objects_through_its_kubeconfig() {
             .unwrap()
             .is_some()
     );
+    assert_eq!(
+        std::fs::read_dir(&server_tmp).unwrap().count(),
+        1,
+        "its kubeconfig's directory"
+    );
+
+    let status = tokio::task::spawn_blocking(move || child.stop())
+        .await
+        .unwrap()
+        .expect("SIGTERM stops the server");
+    assert!(status.success(), "{status}");
+    let left: Vec<_> = std::fs::read_dir(&server_tmp).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

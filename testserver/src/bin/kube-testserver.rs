@@ -1,4 +1,4 @@
-//! `kube-testserver`: serve the in-memory API server until Ctrl-C, for kubectl, kcm or a
+//! `kube-testserver`: serve the in-memory API server until Ctrl-C or SIGTERM, for kubectl, kcm or a
 //! benchmark running in another process.
 
 use std::path::{Path, PathBuf};
@@ -120,9 +120,29 @@ async fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     println!("kube-testserver listening on {}", server.url());
+    stopped().await;
+    // Removes the server's temporary directory (its kubeconfig).
+    server.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+/// Resolves on Ctrl-C or SIGTERM (how test harnesses and service managers stop it).
+async fn stopped() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+                return;
+            }
+            Err(err) => eprintln!("kube-testserver: cannot wait for SIGTERM: {err}"),
+        }
+    }
     if tokio::signal::ctrl_c().await.is_err() {
         eprintln!("kube-testserver: cannot wait for Ctrl-C");
     }
-    server.shutdown().await;
-    ExitCode::SUCCESS
 }
