@@ -20,18 +20,27 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 struct Kcm {
     child: Child,
     log: tempfile::NamedTempFile,
+    /// kcm's `TMPDIR`: the CPU profiler keeps a temporary file open for the process's life,
+    /// which a killed kcm cannot remove; this directory goes with the test.
+    _tmp: tempfile::TempDir,
 }
 
 impl Kcm {
     fn start(args: &[String]) -> Self {
         let log = tempfile::NamedTempFile::new().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_kcm"))
             .args(args)
+            .env("TMPDIR", tmp.path())
             .stdout(Stdio::null())
             .stderr(log.reopen().unwrap())
             .spawn()
             .expect("kcm starts");
-        Self { child, log }
+        Self {
+            child,
+            log,
+            _tmp: tmp,
+        }
     }
 
     fn log(&self) -> String {
