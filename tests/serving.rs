@@ -248,6 +248,17 @@ impl Client {
 
     /// `GET path` with extra header lines (each ending in CRLF).
     async fn get_with(&self, addr: SocketAddr, path: &str, headers: &str) -> Option<(u16, String)> {
+        let (status, body) = self.get_bytes(addr, path, headers).await?;
+        Some((status, String::from_utf8_lossy(&body).into_owned()))
+    }
+
+    /// `GET path`: the status and the body as sent (a length-delimited, not chunked, body).
+    async fn get_bytes(
+        &self,
+        addr: SocketAddr,
+        path: &str,
+        headers: &str,
+    ) -> Option<(u16, Vec<u8>)> {
         let mut tls = self.connect(addr, "localhost").await?;
         let request =
             format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{headers}Connection: close\r\n\r\n");
@@ -255,10 +266,10 @@ impl Client {
         let mut raw = Vec::new();
         // A server that refused the client certificate ends the connection here.
         tls.read_to_end(&mut raw).await.ok()?;
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n")?;
+        let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+        let head = String::from_utf8_lossy(&raw[..split]);
         let status = head.split_whitespace().nth(1)?.parse().ok()?;
-        Some((status, body.to_string()))
+        Some((status, raw[split + 4..].to_vec()))
     }
 
     async fn status(&self, addr: SocketAddr, path: &str, token: Option<&str>) -> Option<u16> {
@@ -1199,15 +1210,23 @@ async fn pprof_is_served_behind_the_same_authorization_as_metrics() {
         .unwrap_or_else(|| panic!("no allocated bytes in {heap}"));
     assert!(allocated > 0, "{heap}");
     let (status, profile) = client
-        .get(
+        .get_bytes(
             addr,
             "/debug/pprof/profile?seconds=1",
-            Some("allowed-token"),
+            "Authorization: Bearer allowed-token\r\n",
         )
         .await
         .unwrap();
-    assert_eq!(status, 200, "{profile}");
-    assert!(!profile.is_empty(), "a protobuf profile");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&profile));
+    // pprof's protobuf, as `go tool pprof` reads it.
+    use pprof::protos::Message;
+    let profile = pprof::protos::Profile::decode(profile.as_slice()).expect("a pprof profile");
+    let types: Vec<&str> = profile
+        .sample_type
+        .iter()
+        .map(|sample| profile.string_table[sample.ty as usize].as_str())
+        .collect();
+    assert_eq!(types, ["samples", "cpu"]);
 }
 
 #[tokio::test]

@@ -859,17 +859,25 @@ async fn soak(storm: Duration, convergence_deadline: Duration, pace: Duration) {
 
     let convergence = converge(&client, convergence_deadline, || kcm.log()).await;
 
+    // The storm may have left a quota below its usage, where the API server refuses new
+    // pods: room for one more, admitted once kcm has published the new limit.
+    workload.quota(NAMESPACES[0], "1000").await;
     // Still alive and reconciling: one more change each controller must act on.
     let before: Vec<f64> = reconciles_per_controller(&kcm).await;
     workload.add_node().await;
     workload.step().await;
     let pods = workload.pods(NAMESPACES[0]);
-    pods.create(
-        &PostParams::default(),
-        &pod_body("after-storm", "a", "100m", "64Mi", true),
-    )
-    .await
-    .unwrap();
+    let after_storm = pod_body("after-storm", "a", "100m", "64Mi", true);
+    let admitted_by = Instant::now() + common::DEADLINE;
+    loop {
+        match pods.create(&PostParams::default(), &after_storm).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(status)) if status.code == 403 && Instant::now() < admitted_by => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(err) => panic!("the pod after the storm: {err}"),
+        }
+    }
     workload
         .storage_version_of("poke.after-storm", &["apiserver-gone".to_string()])
         .await;

@@ -1150,3 +1150,79 @@ async fn seeded_fields_are_owned_unless_seeded_untracked() {
         .unwrap();
     assert_eq!(applied.data.unwrap()["k"], "2");
 }
+
+#[tokio::test]
+async fn pods_are_admitted_against_their_namespaces_quotas_as_the_api_server_admits_them() {
+    use k8s_openapi::api::core::v1::ResourceQuota;
+    let server = TestServer::start().await;
+    let client = server.client();
+    server
+        .seed(json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "shop" } }))
+        .unwrap();
+    let hard = json!({ "pods": "2", "requests.cpu": "1", "limits.cpu": "2" });
+    // As kcm's quota controller leaves it: status.hard and status.used filled in.
+    server
+        .seed(json!({
+            "apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": { "name": "compute", "namespace": "shop" },
+            "spec": { "hard": hard },
+            "status": { "hard": hard, "used": { "pods": "1", "requests.cpu": "500m", "limits.cpu": "0" } },
+        }))
+        .unwrap();
+    let pods = Api::<Pod>::namespaced(client.clone(), "shop");
+    let with = |name: &str, resources: serde_json::Value| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "spec": { "containers": [{ "name": "main", "image": "nginx", "resources": resources }] },
+        }))
+        .unwrap()
+    };
+
+    let refused = api_error(
+        pods.create(&PostParams::default(), &with("bare", json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((refused.code, refused.reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        refused.message,
+        "pods \"bare\" is forbidden: failed quota: compute: must specify limits.cpu for: main; requests.cpu for: main"
+    );
+
+    let big = json!({ "requests": { "cpu": "600m" }, "limits": { "cpu": "1" } });
+    let refused = api_error(
+        pods.create(&PostParams::default(), &with("big", big))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        refused.message,
+        "pods \"big\" is forbidden: exceeded quota: compute, requested: requests.cpu=600m, used: requests.cpu=500m, limited: requests.cpu=1"
+    );
+
+    let fits = json!({ "requests": { "cpu": "250m" }, "limits": { "cpu": "1" } });
+    pods.create(&PostParams::default(), &with("fits", fits))
+        .await
+        .unwrap();
+    let quota = Api::<ResourceQuota>::namespaced(client, "shop")
+        .get("compute")
+        .await
+        .unwrap();
+    let used = quota.status.unwrap().used.unwrap();
+    let used: Vec<(String, String)> = used.into_iter().map(|(k, v)| (k, v.0)).collect();
+    assert_eq!(
+        used,
+        [("limits.cpu", "1"), ("pods", "2"), ("requests.cpu", "750m")]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+        "admission adds the pod's usage"
+    );
+
+    // Seeded fixtures are not requests: no admission.
+    server
+        .seed(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": "seeded", "namespace": "shop" },
+            "spec": { "containers": [{ "name": "main", "image": "nginx" }] },
+        }))
+        .unwrap();
+}
