@@ -357,3 +357,22 @@ async fn an_unreachable_server_while_acquiring_the_lease_is_named_once_then_summ
     args.extend(FAST_LEASE);
     unreachable_is_one_outage(&args).await;
 }
+
+#[tokio::test]
+async fn without_leader_election_no_leader_status_is_exported() {
+    let server = TestServer::start().await;
+    let kcm = Kcm::start(
+        server.kubeconfig_path(),
+        &["--controllers=ttl", "--leader-elect=false"],
+    );
+    eventually("leading", DEADLINE, || async {
+        kcm.metric("kcm_replica_state{state=\"leader\"}").await == Some(1.0)
+    })
+    .await;
+    let (_, metrics) = kcm.get("/metrics").await.unwrap();
+    // As upstream: the series exists only with leader election on.
+    assert!(
+        !metrics.contains("leader_election_master_status"),
+        "{metrics}"
+    );
+}
