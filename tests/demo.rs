@@ -1,5 +1,5 @@
 //! The demo (`cargo run --release -p kcm-try -- --batch`) plays its script to the end
-//! and shows what kcm's five controllers computed, value for value.
+//! and shows what kcm's five controllers computed, value for value, and the events they recorded.
 
 mod common;
 
