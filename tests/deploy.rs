@@ -102,8 +102,10 @@ fn kcm_settings(args: &[String]) -> kcm::cli::Settings {
     .unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
-/// No privilege escalation, a read-only root filesystem, no capability.
-fn assert_hardened(container: &k8s_openapi::api::core::v1::Container) {
+/// No privilege escalation, a read-only root filesystem, no capability; `/tmp` writable all the
+/// same (an emptyDir), since `/debug/pprof/profile`'s sampler makes a temporary file there.
+fn assert_hardened(pod: &k8s_openapi::api::core::v1::PodSpec) {
+    let container = &pod.containers[0];
     let security = container.security_context.clone().unwrap();
     assert_eq!(security.allow_privilege_escalation, Some(false));
     assert_eq!(security.read_only_root_filesystem, Some(true));
@@ -111,6 +113,15 @@ fn assert_hardened(container: &k8s_openapi::api::core::v1::Container) {
         security.capabilities.unwrap().drop,
         Some(vec!["ALL".to_string()])
     );
+    let mounts = container.volume_mounts.clone().unwrap_or_default();
+    let tmp = mounts
+        .iter()
+        .find(|m| m.mount_path == "/tmp")
+        .expect("/tmp is mounted");
+    assert_ne!(tmp.read_only, Some(true));
+    let volumes = pod.volumes.clone().unwrap_or_default();
+    let volume = volumes.iter().find(|v| v.name == tmp.name).unwrap();
+    assert!(volume.empty_dir.is_some(), "/tmp is an emptyDir");
 }
 
 fn table_rules(rules: &[kcm::runtime::rbac::Rule]) -> Vec<PolicyRule> {
@@ -317,15 +328,15 @@ fn the_deployment_runs_kcm_hardened_with_flags_kcm_accepts() {
         pod.priority_class_name.as_deref(),
         Some("system-cluster-critical")
     );
-    let pod_security = pod.security_context.unwrap();
+    let pod_security = pod.security_context.clone().unwrap();
     assert_eq!(pod_security.run_as_non_root, Some(true));
     assert_eq!(
         pod_security.seccomp_profile.unwrap().type_,
         "RuntimeDefault"
     );
     assert_eq!(pod.containers.len(), 1);
+    assert_hardened(&pod);
     let container = &pod.containers[0];
-    assert_hardened(container);
     let resources = container.resources.clone().unwrap();
     assert!(resources.requests.unwrap().contains_key("memory"));
     assert!(resources.limits.unwrap().contains_key("memory"));
@@ -589,8 +600,8 @@ async fn the_control_plane_variant_runs_beside_upstream_as_the_controller_manage
         spec.service_account_name, None,
         "no token of its own is mounted for use"
     );
+    assert_hardened(&spec);
     let container = &spec.containers[0];
-    assert_hardened(container);
 
     let settings = kcm_settings(&container.args.clone().unwrap());
     assert!(settings.use_service_account_credentials);
