@@ -322,6 +322,48 @@ async fn shadow_mode_labels_the_terminating_orphan_difference_with_its_issue() {
     kcm.stop().await;
 }
 
+/// kubernetes#82930: upstream v1.36 syncs every PDB on one worker, so one slow status write
+/// holds up every other budget. kcm takes `--concurrent-disruption-syncs` (upstream has it
+/// only after v1.36): with two workers, a budget is written while another's write hangs.
+#[tokio::test]
+async fn a_second_worker_syncs_a_budget_while_another_write_hangs() {
+    let server = TestServer::start().await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(server.client(), NS);
+    server.inject(
+        Fault::latency(Duration::from_secs(10))
+            .verb("update")
+            .resource("poddisruptionbudgets")
+            .subresource("status")
+            .name("slow"),
+    );
+    let kcm = InProcess::start(
+        &server,
+        &[
+            "--controllers=disruption",
+            "--concurrent-disruption-syncs=2",
+        ],
+    )
+    .await;
+    create_pdb(&pdbs, "slow", "a", json!({ "minAvailable": 1 })).await;
+    eventually("a worker is writing slow's status", DEADLINE, || async {
+        kcm.metric("workqueue_adds_total{name=\"disruption\"}")
+            .await
+            >= Some(1.0)
+            && kcm.metric("workqueue_depth{name=\"disruption\"}").await == Some(0.0)
+    })
+    .await;
+    create_pdb(&pdbs, "fast", "b", json!({ "minAvailable": 1 })).await;
+    wait_counts(&pdbs, "fast", (0, 1, 0, 0)).await;
+    let slow = pdbs.get("slow").await.unwrap().status;
+    assert_eq!(
+        slow.and_then(|s| s.observed_generation),
+        None,
+        "fast was written while slow's write still hung"
+    );
+    wait_counts(&pdbs, "slow", (0, 1, 0, 0)).await;
+    kcm.stop().await;
+}
+
 #[tokio::test]
 async fn custom_scale_subresource_and_its_failures() {
     let server = TestServer::start().await;

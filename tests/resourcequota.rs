@@ -304,6 +304,48 @@ async fn counts_a_type_registered_at_run_time_and_survives_its_failures() {
     kcm.stop().await;
 }
 
+/// kubernetes#142072: upstream's quota monitor leaves an event handler on the shared
+/// informer each time a counted custom resource type goes and comes back (a CRD deleted and
+/// re-created), and the handlers pile up. kcm keeps one counter, and so one watch, per
+/// counted type however often the type is re-created, and counts the new objects.
+#[tokio::test]
+async fn a_re_created_custom_resource_type_keeps_one_watch_and_is_counted() {
+    let server = TestServer::start().await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(server.client(), NS);
+    let widget_type = || ResourceType::custom("example.com", "v1", "widgets", "Widget");
+    server.store().register(widget_type());
+    let kcm = InProcess::start(&server, &["--controllers=resourcequota"]).await;
+    create_widget(&server, "w").await;
+    create_quota(&quotas, "q", json!({ "count/widgets.example.com": "5" })).await;
+    wait_used(&quotas, "q", map(&[("count/widgets.example.com", "1")])).await;
+    let watches = server.store().open_watches();
+
+    let widgets: Api<DynamicObject> = Api::namespaced_with(server.client(), NS, &widgets());
+    for round in 0..3 {
+        // The CRD goes, as the API server deletes one: its objects first, then the type and
+        // its watches; then it comes back.
+        widgets
+            .delete_collection(&DeleteParams::default(), &Default::default())
+            .await
+            .unwrap();
+        wait_used(&quotas, "q", map(&[("count/widgets.example.com", "0")])).await;
+        assert!(server.store().unregister("example.com", "widgets"));
+        server.store().register(widget_type());
+        for i in 0..=round {
+            create_widget(&server, &format!("w-{round}-{i}")).await;
+        }
+        let count = (round + 1).to_string();
+        wait_used(&quotas, "q", map(&[("count/widgets.example.com", &count)])).await;
+    }
+    eventually(
+        "one watch per counted type, as before",
+        DEADLINE,
+        || async { server.store().open_watches() == watches },
+    )
+    .await;
+    kcm.stop().await;
+}
+
 #[tokio::test]
 async fn a_conflicting_status_write_is_retried() {
     let server = TestServer::start().await;
