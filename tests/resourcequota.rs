@@ -346,6 +346,44 @@ async fn a_re_created_custom_resource_type_keeps_one_watch_and_is_counted() {
     kcm.stop().await;
 }
 
+/// kubernetes#133737 (and #96066): after a restart, upstream waits for every counted type's
+/// monitor to sync before any quota worker starts, so one type whose list keeps failing (a
+/// broken conversion webhook, an aggregated API down) freezes every quota. kcm starts with
+/// that type failing and still keeps the quota's other names right.
+#[tokio::test]
+async fn a_restart_with_one_counted_type_failing_keeps_the_other_names() {
+    let server = TestServer::start().await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(server.client(), NS);
+    server.store().register(ResourceType::custom(
+        "example.com",
+        "v1",
+        "gadgets",
+        "Gadget",
+    ));
+    for verb in ["list", "watch"] {
+        server.inject(Fault::error(500).verb(verb).resource("gadgets"));
+    }
+    create_quota(
+        &quotas,
+        "q",
+        json!({ "count/gadgets.example.com": "5", "pods": "3", "requests.cpu": "1" }),
+    )
+    .await;
+    seed_pod(&server, "p", "250m", "1Mi");
+    let kcm = InProcess::start(&server, &["--controllers=resourcequota"]).await;
+    wait_used(
+        &quotas,
+        "q",
+        map(&[("pods", "1"), ("requests.cpu", "250m")]),
+    )
+    .await;
+    // A pod going away is replenished while the type still fails.
+    let pods: Api<Pod> = Api::namespaced(server.client(), NS);
+    pods.delete("p", &DeleteParams::default()).await.unwrap();
+    wait_used(&quotas, "q", map(&[("pods", "0"), ("requests.cpu", "0")])).await;
+    kcm.stop().await;
+}
+
 #[tokio::test]
 async fn a_conflicting_status_write_is_retried() {
     let server = TestServer::start().await;
