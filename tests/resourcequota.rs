@@ -384,6 +384,50 @@ async fn a_restart_with_one_counted_type_failing_keeps_the_other_names() {
     kcm.stop().await;
 }
 
+/// Beside upstream (which writes nothing while the type fails), the status kcm would write
+/// is a shadow diff labelled with the issue.
+#[tokio::test]
+async fn shadow_mode_labels_a_quota_kept_while_a_type_fails_with_its_issue() {
+    let server = TestServer::start().await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(server.client(), NS);
+    server.store().register(ResourceType::custom(
+        "example.com",
+        "v1",
+        "gadgets",
+        "Gadget",
+    ));
+    for verb in ["list", "watch"] {
+        server.inject(Fault::error(500).verb(verb).resource("gadgets"));
+    }
+    create_quota(
+        &quotas,
+        "q",
+        json!({ "count/gadgets.example.com": "5", "pods": "3" }),
+    )
+    .await;
+    let kcm = InProcess::start(
+        &server,
+        &[
+            "--controllers=resourcequota",
+            "--shadow",
+            "--leader-elect=true",
+        ],
+    )
+    .await;
+    let sample = |reason: &str| {
+        format!(
+            "kcm_shadow_diffs_total{{controller=\"resourcequota-controller\",reason=\"{reason}\",resource=\"resourcequotas/status\"}}"
+        )
+    };
+    eventually("a diff labelled kubernetes#133737", DEADLINE, || async {
+        kcm.metric(&sample("kubernetes#133737")).await >= Some(1.0)
+    })
+    .await;
+    assert_eq!(kcm.metric(&sample("unexplained")).await, None);
+    assert_eq!(kcm_quota_writes(&server), 0);
+    kcm.stop().await;
+}
+
 #[tokio::test]
 async fn a_conflicting_status_write_is_retried() {
     let server = TestServer::start().await;
