@@ -133,6 +133,40 @@ async fn a_restart_inside_the_hysteresis_band_keeps_the_ttl_and_writes_nothing()
     kcm.stop().await;
 }
 
+/// Beside upstream: 94 nodes say 15 and a new one says nothing. kcm keeps 15 and would give
+/// the new node 15, where upstream, counting from 0 after its restart, wants 0: that
+/// difference is counted with its issue, not as unexplained.
+#[tokio::test]
+async fn shadow_mode_labels_a_kept_step_with_its_issue() {
+    let server = TestServer::start().await;
+    let nodes: Api<Node> = Api::all(server.client());
+    create_nodes(&nodes, 0..94, Some("15")).await;
+    create_nodes(&nodes, 94..95, None).await;
+    let kcm = InProcess::start(
+        &server,
+        &["--controllers=ttl", "--shadow", "--leader-elect=true"],
+    )
+    .await;
+    let sample = |reason: &str| {
+        format!(
+            "kcm_shadow_diffs_total{{controller=\"ttl-controller\",reason=\"{reason}\",resource=\"nodes\"}}"
+        )
+    };
+    eventually("the new node's diff, labelled", DEADLINE, || async {
+        kcm.metric(&sample("kubernetes#109779")).await == Some(1.0)
+    })
+    .await;
+    eventually("every node reconciled", DEADLINE, || async {
+        kcm.metric("kcm_reconcile_total{controller=\"ttl-controller\",result=\"success\"}")
+            .await
+            >= Some(95.0)
+    })
+    .await;
+    assert_eq!(kcm.metric(&sample("unexplained")).await, None);
+    assert_eq!(kcm_node_writes(&server), 0);
+    kcm.stop().await;
+}
+
 #[tokio::test]
 async fn garbage_annotations_are_fixed_and_correct_nodes_are_not_patched() {
     let server = TestServer::start().await;
