@@ -220,6 +220,150 @@ async fn deployment_scale_drives_expected_pods_and_percentages_round_up() {
     kcm.stop().await;
 }
 
+/// The end of a rollout (kubernetes#130723): Deployment `web` (3 replicas) and its new
+/// ReplicaSet's 3 ready pods; the old ReplicaSet is deleted while its pod `web-old-1` still
+/// terminates (deletionTimestamp set, a finalizer holding it).
+fn seed_rollout_with_a_terminating_orphan(server: &TestServer) {
+    let deploy = server
+        .seed(json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "web", "namespace": NS },
+                      "spec": { "replicas": 3, "selector": { "matchLabels": { "app": "web" } }, "template": {} } }))
+        .unwrap();
+    let deploy_uid = deploy["metadata"]["uid"].as_str().unwrap().to_string();
+    let rs = server
+        .seed(json!({ "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": { "name": "web-new", "namespace": NS,
+                      "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": deploy_uid, "controller": true }] },
+                      "spec": { "replicas": 3, "selector": { "matchLabels": { "app": "web" } } } }))
+        .unwrap();
+    let rs_uid = rs["metadata"]["uid"].as_str().unwrap().to_string();
+    for i in 0..3 {
+        let owner = ("apps/v1", "ReplicaSet", "web-new", rs_uid.as_str());
+        seed_pod(server, &format!("web-new-{i}"), "web", true, Some(owner));
+    }
+    server
+        .seed(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": "web-old-1", "namespace": NS, "labels": { "app": "web" },
+                          "deletionTimestamp": ago(5), "deletionGracePeriodSeconds": 30,
+                          "finalizers": ["example.com/hold"],
+                          "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-old",
+                                                "uid": "uid-of-the-deleted-replicaset", "controller": true }] },
+            "spec": { "containers": [{ "name": "c", "image": "i" }] },
+            "status": { "phase": "Running", "conditions": [{ "type": "Ready", "status": "True" }] },
+        }))
+        .unwrap();
+}
+
+/// kubernetes#130723: upstream fails this PDB (`found no controllers for pod "web-old-1"`,
+/// `disruptionsAllowed: 0`, a CalculateExpectedPodCountFailed warning) until the pod is gone;
+/// kcm counts the pod as upstream does while the old ReplicaSet exists at 0 replicas.
+#[tokio::test]
+async fn a_terminating_pod_whose_replica_set_is_gone_does_not_block_evictions() {
+    let server = TestServer::start().await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(server.client(), NS);
+    seed_rollout_with_a_terminating_orphan(&server);
+    let kcm = InProcess::start(&server, &["--controllers=disruption"]).await;
+    create_pdb(&pdbs, "web", "web", json!({ "maxUnavailable": 1 })).await;
+    // expected 3 (the Deployment), desired 2, healthy 3 (not the terminating pod): one may go.
+    let status = wait_counts(&pdbs, "web", (3, 2, 3, 1)).await;
+    assert_eq!(
+        condition(&status),
+        Some((
+            "True".to_string(),
+            "SufficientPods".to_string(),
+            String::new()
+        ))
+    );
+    let events: Api<Event> = Api::namespaced(server.client(), NS);
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(
+        !reasons
+            .iter()
+            .any(|r| r == "CalculateExpectedPodCountFailed"),
+        "{reasons:?}"
+    );
+    kcm.stop().await;
+}
+
+/// Beside upstream, the status kcm would write for that PDB is a shadow diff labelled with
+/// the issue, not an unexplained one.
+#[tokio::test]
+async fn shadow_mode_labels_the_terminating_orphan_difference_with_its_issue() {
+    let server = TestServer::start().await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(server.client(), NS);
+    seed_rollout_with_a_terminating_orphan(&server);
+    let kcm = InProcess::start(
+        &server,
+        &[
+            "--controllers=disruption",
+            "--shadow",
+            "--leader-elect=true",
+        ],
+    )
+    .await;
+    create_pdb(&pdbs, "web", "web", json!({ "maxUnavailable": 1 })).await;
+    let sample = |reason: &str| {
+        format!(
+            "kcm_shadow_diffs_total{{controller=\"disruption-controller\",reason=\"{reason}\",resource=\"poddisruptionbudgets/status\"}}"
+        )
+    };
+    eventually("a diff labelled kubernetes#130723", DEADLINE, || async {
+        kcm.metric(&sample("kubernetes#130723")).await >= Some(1.0)
+    })
+    .await;
+    assert_eq!(kcm.metric(&sample("unexplained")).await, None);
+    assert_eq!(kcm_status_writes(&server), 0);
+    kcm.stop().await;
+}
+
+/// kubernetes#82930: upstream v1.36 syncs every PDB on one worker, so one slow status write
+/// holds up every other budget. kcm takes `--concurrent-disruption-syncs` (upstream has it
+/// only after v1.36): with two workers, a budget is written while another's write hangs.
+#[tokio::test]
+async fn a_second_worker_syncs_a_budget_while_another_write_hangs() {
+    let server = TestServer::start().await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(server.client(), NS);
+    server.inject(
+        Fault::latency(Duration::from_secs(10))
+            .verb("update")
+            .resource("poddisruptionbudgets")
+            .subresource("status")
+            .name("slow"),
+    );
+    let kcm = InProcess::start(
+        &server,
+        &[
+            "--controllers=disruption",
+            "--concurrent-disruption-syncs=2",
+        ],
+    )
+    .await;
+    create_pdb(&pdbs, "slow", "a", json!({ "minAvailable": 1 })).await;
+    eventually("a worker is writing slow's status", DEADLINE, || async {
+        kcm.metric("workqueue_adds_total{name=\"disruption\"}")
+            .await
+            >= Some(1.0)
+            && kcm.metric("workqueue_depth{name=\"disruption\"}").await == Some(0.0)
+    })
+    .await;
+    create_pdb(&pdbs, "fast", "b", json!({ "minAvailable": 1 })).await;
+    wait_counts(&pdbs, "fast", (0, 1, 0, 0)).await;
+    let slow = pdbs.get("slow").await.unwrap().status;
+    assert_eq!(
+        slow.and_then(|s| s.observed_generation),
+        None,
+        "fast was written while slow's write still hung"
+    );
+    wait_counts(&pdbs, "slow", (0, 1, 0, 0)).await;
+    kcm.stop().await;
+}
+
 #[tokio::test]
 async fn custom_scale_subresource_and_its_failures() {
     let server = TestServer::start().await;

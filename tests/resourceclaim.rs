@@ -685,7 +685,7 @@ async fn shadow_mode_creates_nothing_and_does_not_retry_forever() {
     )
     .await;
     eventually("the would-be create is counted", DEADLINE, || async {
-        kcm.metric("kcm_shadow_diffs_total{controller=\"resourceclaim-controller\",resource=\"resourceclaims\"}")
+        kcm.metric("kcm_shadow_diffs_total{controller=\"resourceclaim-controller\",reason=\"unexplained\",resource=\"resourceclaims\"}")
             .await
             == Some(1.0)
     })

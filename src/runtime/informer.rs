@@ -352,7 +352,8 @@ impl<K: Stored> Informer<K> {
 
 /// Feeds a subscription to a controller's queue until shutdown, as client-go's event
 /// handlers do: `on_change` decides what to enqueue; `synced` fires at the subscription's
-/// `Synced`, so workers can wait for it; the queue shuts down when the feed ends.
+/// `Synced`, after `on_change` has seen it, so workers can wait for it and find what the
+/// handler made of the first list; the queue shuts down when the feed ends.
 pub async fn feed<K, Q: QueueKey>(
     mut changes: mpsc::UnboundedReceiver<Change<K>>,
     queue: WorkQueue<Q>,
@@ -369,6 +370,7 @@ pub async fn feed<K, Q: QueueKey>(
         match change {
             None => break,
             Some(Change::Synced) => {
+                on_change(Change::Synced, &queue);
                 if let Some(tx) = synced.take() {
                     let _ = tx.send(());
                 }

@@ -52,7 +52,8 @@ pub struct Metrics {
     pub reconcile_duration: HistogramVec,
     /// API writes by controller, verb, resource (with `/subresource`) and result.
     pub api_writes: IntCounterVec,
-    /// Writes `--shadow` held back because the live object differed.
+    /// Writes `--shadow` held back because the live object differed, by controller, resource
+    /// and reason (the upstream issue a fix of kcm's departs for, or `unexplained`).
     pub shadow_diffs: IntCounterVec,
     /// Objects skipped because they could not be handled (bad input), by controller and reason.
     pub skipped: IntCounterVec,
@@ -132,8 +133,9 @@ impl Metrics {
                 &registry,
                 IntCounterVec::new,
                 "kcm_shadow_diffs_total",
-                "Writes not made in --shadow mode because kcm disagreed with the live object.",
-                &["controller", "resource"],
+                "Writes not made in --shadow mode because kcm disagreed with the live object, \
+                 by the upstream issue whose fix explains it (reason).",
+                &["controller", "resource", "reason"],
             )?,
             skipped: family(
                 &registry,

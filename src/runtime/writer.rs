@@ -24,11 +24,21 @@ struct WrittenMeta {
     resource_version: Option<String>,
 }
 
+/// The upstream issue a decision of kcm's departs from upstream for (`kubernetes#130723`):
+/// a write made because of it is one upstream would not make, and shadow mode says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpstreamFix(pub &'static str);
+
+/// The `reason` of a shadow diff no fix of kcm's explains.
+pub const UNEXPLAINED: &str = "unexplained";
+
 #[derive(Clone)]
 pub struct ApiWriter {
     controller: &'static str,
     metrics: Metrics,
     shadow: bool,
+    /// Why this writer's writes differ from upstream's, when a fix of kcm's is the cause.
+    fix: Option<UpstreamFix>,
 }
 
 /// What a write does, for metrics and the shadow log.
@@ -102,6 +112,16 @@ impl ApiWriter {
             controller,
             metrics,
             shadow,
+            fix: None,
+        }
+    }
+
+    /// This writer for the writes of a decision that `fix` makes differ from upstream's
+    /// (`None`: no fix involved), so shadow mode labels their diffs with the issue.
+    pub fn because(&self, fix: Option<UpstreamFix>) -> Self {
+        Self {
+            fix,
+            ..self.clone()
         }
     }
 
@@ -121,17 +141,20 @@ impl ApiWriter {
             .inc();
     }
 
-    /// Shadow mode: log what would have been written and count it.
+    /// Shadow mode: log what would have been written and count it, with the upstream issue
+    /// whose fix makes kcm disagree (`reason`), or `unexplained`.
     fn shadow(&self, verb: Verb, resource: &str, name: &str, change: &Value) {
+        let reason = self.fix.map_or(UNEXPLAINED, |fix| fix.0);
         self.metrics
             .shadow_diffs
-            .with_label_values(&[self.controller, resource])
+            .with_label_values(&[self.controller, resource, reason])
             .inc();
         tracing::info!(
             controller = self.controller,
             resource,
             name,
             verb = verb.as_str(),
+            reason,
             change = %change,
             "shadow: not writing"
         );

@@ -13,9 +13,10 @@ use kube::{Resource, ResourceExt};
 use super::budget::{count_healthy, disrupted_pods, expected_and_desired, new_status};
 use super::error::DisruptionError;
 use super::messages;
-use super::scale::ScaleError;
+use super::scale::{ExpectedScale, ScaleError};
 use crate::runtime::selector::{self, Selector};
 use crate::runtime::view::Pod;
+use crate::runtime::writer::UpstreamFix;
 
 /// An event to record; events never block or fail a sync.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +47,8 @@ pub struct BudgetPlan {
     pub status: Result<Option<PodDisruptionBudgetStatus>, DisruptionError>,
     /// When a disrupted-pod entry expires and the PDB must be synced again.
     pub recheck: Option<Duration>,
+    /// The fix that makes this status differ from upstream's, if one does.
+    pub fix: Option<UpstreamFix>,
 }
 
 impl BudgetPlan {
@@ -54,6 +57,7 @@ impl BudgetPlan {
             events,
             status: Err(err.into()),
             recheck: None,
+            fix: None,
         }
     }
 }
@@ -68,9 +72,8 @@ pub fn pod_selector(pdb: &PodDisruptionBudget) -> Result<Selector, Box<BudgetPla
     })
 }
 
-/// The scale of the pods' controllers (`getExpectedScale`): their summed scale and the pods
-/// no controller owns, or why it could not be found.
-pub type Scale = Result<(i32, Vec<String>), ScaleError>;
+/// The scale of the pods' controllers (`getExpectedScale`), or why it could not be found.
+pub type Scale = Result<ExpectedScale, ScaleError>;
 
 /// `trySync` once the pods matching the PDB are known, and the scale when
 /// `needs_controller_scale` (`None` otherwise).
@@ -98,14 +101,16 @@ pub fn plan_budget(
             format!("Failed to calculate the number of expected pods: {err}"),
         )
     };
+    let mut fix = None;
     let scale = match scale {
         None => None,
-        Some(Ok((scale, unmanaged))) => {
-            if !unmanaged.is_empty() {
+        Some(Ok(expected)) => {
+            if !expected.unmanaged.is_empty() {
                 let note = messages::unmanaged_pods(spec.selector.as_ref());
                 events.push(Event::warning(pdb_ref.clone(), "UnmanagedPods", note));
             }
-            Some(scale)
+            fix = expected.divergence();
+            Some(expected.replicas)
         }
         Some(Err(err)) => {
             events.push(count_failed(&err));
@@ -137,6 +142,7 @@ pub fn plan_budget(
             let wait = at.0.duration_since(now.0);
             Duration::try_from(wait).unwrap_or_default()
         }),
+        fix,
     }
 }
 

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::controllers::disruption::budget::{BOTH_SET, needs_controller_scale};
+use crate::controllers::disruption::scale::TERMINATING_POD_WITHOUT_CONTROLLER;
 
 const NOW: &str = "2026-01-01T00:00:00Z";
 
@@ -128,7 +129,16 @@ fn unmanaged_pods_are_a_warning_and_the_scale_counts() {
     assert!(needs_controller_scale(pdb.spec.as_ref().unwrap()));
     let pods = [ready_pod("a"), ready_pod("b"), ready_pod("c")];
     let refs: Vec<&Pod> = pods.iter().collect();
-    let plan = plan_budget(&pdb, &refs, Some(Ok((4, vec!["c".into()]))), &now());
+    let plan = plan_budget(
+        &pdb,
+        &refs,
+        Some(Ok(ExpectedScale {
+            replicas: 4,
+            unmanaged: vec!["c".into()],
+            controller_gone: vec![],
+        })),
+        &now(),
+    );
     assert_eq!(
         events(&plan),
         [on_budget(
@@ -164,6 +174,37 @@ fn a_scale_that_cannot_be_found_fails_with_a_warning() {
     );
 }
 
+/// kubernetes#130723: a rollout deleted the old ReplicaSet while its pod "old" terminates.
+/// Upstream fails the sync (`found no controllers for pod "old"`, the fail-safe status, every
+/// eviction refused); kcm counts "old" with scale 0, as upstream does while the old
+/// ReplicaSet exists at 0 replicas, and computes the budget from the pods that remain.
+#[test]
+fn a_terminating_pod_whose_controller_is_gone_does_not_block_the_budget() {
+    let pdb = pdb(
+        json!({ "maxUnavailable": 1, "selector": { "matchLabels": { "app": "web" } } }),
+        json!(null),
+    );
+    let mut old = ready_pod("old");
+    old.metadata.deletion_timestamp = Some(now());
+    let pods = [ready_pod("a"), ready_pod("b"), ready_pod("c"), old];
+    let refs: Vec<&Pod> = pods.iter().collect();
+    // The new ReplicaSet's Deployment wants 3; "old" adds nothing.
+    let scale = ExpectedScale {
+        replicas: 3,
+        unmanaged: vec![],
+        controller_gone: vec!["old".into()],
+    };
+    let plan = plan_budget(&pdb, &refs, Some(Ok(scale)), &now());
+    assert!(
+        events(&plan).is_empty(),
+        "no CalculateExpectedPodCountFailed"
+    );
+    // expected 3, desired 2, healthy 3 (the terminating pod is not healthy): one may go.
+    let status = plan.status.unwrap().expect("a first status");
+    assert_eq!(counts(&status), (Some(1), Some(3), Some(2), Some(3)));
+    assert_eq!(plan.fix, Some(TERMINATING_POD_WITHOUT_CONTROLLER));
+}
+
 #[test]
 fn both_limits_fail_with_a_warning() {
     let pdb = pdb(
@@ -172,7 +213,15 @@ fn both_limits_fail_with_a_warning() {
     );
     let pods = [ready_pod("a")];
     let refs: Vec<&Pod> = pods.iter().collect();
-    let plan = plan_budget(&pdb, &refs, Some(Ok((1, vec![]))), &now());
+    let plan = plan_budget(
+        &pdb,
+        &refs,
+        Some(Ok(ExpectedScale {
+            replicas: 1,
+            ..ExpectedScale::default()
+        })),
+        &now(),
+    );
     assert_eq!(failure(&plan), BOTH_SET);
     assert_eq!(plan.events[0].reason, "CalculateExpectedPodCountFailed");
     assert_eq!(

@@ -16,7 +16,7 @@ use crate::runtime::informer::Store;
 use crate::runtime::lock::lock;
 use crate::runtime::stored::{controller_of, split_key as split_api_version};
 use crate::runtime::view::{OwnerRef, Pod};
-use crate::runtime::writer::is_not_found;
+use crate::runtime::writer::{UpstreamFix, is_not_found};
 
 /// Groups upstream's finders accept for each built-in kind.
 const APPS_GROUPS: &[&str] = &["apps", "extensions"];
@@ -62,6 +62,41 @@ pub struct ScaleFinder {
 /// A controller found for a pod: its UID (the key that de-duplicates) and desired replicas.
 type Found = Option<(String, i32)>;
 
+/// kubernetes#130723: upstream fails a PDB whose terminating pod's controller is gone (a
+/// rollout deleted the old ReplicaSet first), blocking evictions until the pod is gone.
+pub const TERMINATING_POD_WITHOUT_CONTROLLER: UpstreamFix = UpstreamFix("kubernetes#130723");
+
+/// What `getExpectedScale` found for a PDB's pods.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ExpectedScale {
+    /// The summed scale of the pods' distinct controllers.
+    pub replicas: i32,
+    /// Pods no controller owns (upstream's `unmanagedPods`).
+    pub unmanaged: Vec<String>,
+    /// Terminating pods whose controller no finder found, counted with scale 0.
+    pub controller_gone: Vec<String>,
+}
+
+impl ExpectedScale {
+    /// A pod whose controller no finder found: upstream's `found no controllers` — but a
+    /// terminating pod counts as it does while its old ReplicaSet still exists at 0 replicas
+    /// (scale 0), so the budget is computed from the pods that remain (kubernetes#130723).
+    fn controller_not_found(&mut self, pod: &Pod) -> Result<(), ScaleError> {
+        if pod.metadata.deletion_timestamp.is_none() {
+            return Err(ScaleError::NoController {
+                pod: pod.name_any(),
+            });
+        }
+        self.controller_gone.push(pod.name_any());
+        Ok(())
+    }
+
+    /// The fix this scale departs from upstream for, if any.
+    pub fn divergence(&self) -> Option<UpstreamFix> {
+        (!self.controller_gone.is_empty()).then_some(TERMINATING_POD_WITHOUT_CONTROLLER)
+    }
+}
+
 impl ScaleFinder {
     pub fn new(
         client: Client,
@@ -80,14 +115,15 @@ impl ScaleFinder {
         }
     }
 
-    /// The summed scale of the pods' distinct controllers, and the names of pods that have no
-    /// controller. An error when a controller cannot be resolved.
-    pub async fn expected_scale(&self, pods: &[&Pod]) -> Result<(i32, Vec<String>), ScaleError> {
+    /// The summed scale of the pods' distinct controllers, the pods that have no controller
+    /// and the terminating ones whose controller is gone. An error when a controller cannot
+    /// be resolved.
+    pub async fn expected_scale(&self, pods: &[&Pod]) -> Result<ExpectedScale, ScaleError> {
         let mut scales: HashMap<String, i32> = HashMap::new();
-        let mut unmanaged = Vec::new();
+        let mut expected = ExpectedScale::default();
         for pod in pods {
             let Some(owner) = pod.controller() else {
-                unmanaged.push(pod.name_any());
+                expected.unmanaged.push(pod.name_any());
                 continue;
             };
             if scales.contains_key(&owner.uid) {
@@ -98,14 +134,15 @@ impl ScaleFinder {
                 Some(found) => Some(found),
                 None => self.find_by_scale_subresource(owner, &ns).await?,
             };
-            let Some((uid, scale)) = found else {
-                return Err(ScaleError::NoController {
-                    pod: pod.name_any(),
-                });
-            };
-            scales.insert(uid, scale);
+            match found {
+                Some((uid, scale)) => {
+                    scales.insert(uid, scale);
+                }
+                None => expected.controller_not_found(pod)?,
+            }
         }
-        Ok((scales.values().sum(), unmanaged))
+        expected.replicas = scales.values().sum();
+        Ok(expected)
     }
 
     /// The built-in finders: ReplicationController, Deployment through its ReplicaSet,
@@ -236,5 +273,40 @@ impl ScaleFinder {
         })?;
         lock(&self.discovery).insert(api_version.to_string(), list.clone());
         Ok(list)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(deleting: bool) -> Pod {
+        let mut metadata = serde_json::json!({ "name": "web-old-1", "namespace": "ns" });
+        if deleting {
+            metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+        }
+        let pod: k8s_openapi::api::core::v1::Pod =
+            serde_json::from_value(serde_json::json!({ "metadata": metadata })).unwrap();
+        Pod::from(&pod)
+    }
+
+    /// kubernetes#130723: only a terminating pod may lack its controller; it is recorded, and
+    /// the scale is marked as departing from upstream, which fails on any such pod.
+    #[test]
+    fn only_a_terminating_pod_may_have_lost_its_controller() {
+        let mut expected = ExpectedScale::default();
+        let err = expected.controller_not_found(&pod(false)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"found no controllers for pod "web-old-1""#
+        );
+        assert_eq!(expected.divergence(), None);
+        expected.controller_not_found(&pod(true)).unwrap();
+        assert_eq!(expected.controller_gone, ["web-old-1"]);
+        assert_eq!(expected.replicas, 0);
+        assert_eq!(
+            expected.divergence(),
+            Some(TERMINATING_POD_WITHOUT_CONTROLLER)
+        );
     }
 }

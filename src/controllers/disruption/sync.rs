@@ -15,6 +15,7 @@ use super::plan::{plan_budget, pod_selector};
 use super::{Disruption, DisruptionError};
 use crate::controllers::ControllerError;
 use crate::runtime::view::{Pod, WatchedPod};
+use crate::runtime::writer::UpstreamFix;
 
 impl Disruption {
     pub(super) fn now(&self) -> Time {
@@ -62,16 +63,18 @@ impl Disruption {
         let Some(status) = fail_safe_status(pdb, message, &self.now()) else {
             return Ok(());
         };
-        self.write_status(pdb, status)
+        self.write_status(pdb, status, None)
             .await
             .map_err(DisruptionError::FailSafe)
     }
 
-    /// Replaces the PDB's status, remembering the write until the watch delivers it.
+    /// Replaces the PDB's status, remembering the write until the watch delivers it; `fix`
+    /// names the upstream issue that makes this status differ from upstream's, if one does.
     async fn write_status(
         &self,
         pdb: &PodDisruptionBudget,
         status: PodDisruptionBudgetStatus,
+        fix: Option<UpstreamFix>,
     ) -> kube::Result<()> {
         let mut desired = pdb.clone();
         desired.status = Some(status);
@@ -79,7 +82,11 @@ impl Disruption {
             self.ctx.client.clone(),
             &pdb.namespace().unwrap_or_default(),
         );
-        let written = self.writer.replace_status(&api, pdb, desired).await?;
+        let written = self
+            .writer
+            .because(fix)
+            .replace_status(&api, pdb, desired)
+            .await?;
         self.written.mutated(written, Instant::now());
         Ok(())
     }
@@ -113,7 +120,7 @@ impl Disruption {
             self.event(event.regarding, event.warning, event.reason, event.note);
         }
         if let Some(status) = plan.status? {
-            self.write_status(pdb, status)
+            self.write_status(pdb, status, plan.fix)
                 .await
                 .map_err(DisruptionError::WriteStatus)?;
         }

@@ -14,6 +14,7 @@ use super::scope::{QuotaScope, parse_scope};
 use super::status::{candidates, next_status};
 use super::usage::{ResourceList, add_lists, mask_list, out_of_range_names};
 use crate::runtime::quantity::Quantity;
+use crate::runtime::writer::UpstreamFix;
 
 /// What one sync of a quota is to do.
 #[derive(Debug, Default, PartialEq)]
@@ -24,7 +25,14 @@ pub struct QuotaPlan {
     pub status: Option<ResourceQuotaStatus>,
     /// Why evaluators failed; their names kept their previous values in `status`.
     pub errors: Vec<UsageError>,
+    /// The fix that makes writing this status differ from upstream, if one does.
+    pub fix: Option<UpstreamFix>,
 }
+
+/// kubernetes#133737 (and #96066): upstream runs no quota worker until every counted type
+/// has been listed, so one type whose list keeps failing freezes every quota; kcm writes
+/// what it can compute.
+pub const QUOTAS_KEPT_WHILE_A_TYPE_FAILS: UpstreamFix = UpstreamFix("kubernetes#133737");
 
 /// The quota's scopes and scope selector.
 pub fn quota_scope(quota: &ResourceQuota) -> QuotaScope {
@@ -51,10 +59,14 @@ pub fn plan_sync(
     at: &Snapshot,
 ) -> QuotaPlan {
     let (computed, problems, errors) = calculate(quota, evaluators, at);
+    let status = next_status(quota, &computed);
+    let upstream_waits = evaluators.iter().any(|e| !e.listed());
+    let fix = (status.is_some() && upstream_waits).then_some(QUOTAS_KEPT_WHILE_A_TYPE_FAILS);
     QuotaPlan {
         problems,
-        status: next_status(quota, &computed),
+        status,
         errors,
+        fix,
     }
 }
 

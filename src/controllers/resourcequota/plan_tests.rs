@@ -90,6 +90,10 @@ impl Registered for Failing {
             names: names.to_vec(),
         })
     }
+
+    fn listed(&self) -> bool {
+        false
+    }
 }
 
 /// The registry of a case, in upstream's order: the typed evaluators, the pods listed (or
@@ -392,6 +396,33 @@ fn sync_resource_quota_missing_status_with_partial_calculation_error() {
         )),
         error: "the count of pods is not known yet",
     });
+}
+
+/// kubernetes#133737: a status written while a counted type is not listed is one upstream
+/// would not write (its workers wait for every type), so it is marked; without a failing
+/// type, or with nothing to write, it is not.
+#[test]
+fn a_status_written_while_a_type_is_not_listed_is_marked_as_the_fix() {
+    let quota = rq(json!({ "pods": "1", "configmaps": "1" }), json!({}));
+    let plan = plan_sync(
+        &quota,
+        &registry(None, vec![configmap_count()]),
+        &Snapshot::at(now()),
+    );
+    assert!(plan.status.is_some());
+    assert_eq!(plan.fix, Some(QUOTAS_KEPT_WHILE_A_TYPE_FAILS));
+    let listed = registry(Some(Vec::new()), vec![configmap_count()]);
+    let plan = plan_sync(&quota, &listed, &Snapshot::at(now()));
+    assert!(plan.status.is_some());
+    assert_eq!(plan.fix, None);
+    let mut written = quota.clone();
+    written.status = plan.status;
+    let plan = plan_sync(
+        &written,
+        &registry(None, vec![configmap_count()]),
+        &Snapshot::at(now()),
+    );
+    assert_eq!((plan.status, plan.fix), (None, None));
 }
 
 #[test]

@@ -48,7 +48,8 @@ impl Quota {
             desired.status = Some(status);
             let (ns, _) = split_key(&quota_key);
             let api: Api<ResourceQuota> = Api::namespaced(self.ctx.client.clone(), ns);
-            match self.writer.replace_status(&api, &quota, desired).await {
+            let writer = self.writer.because(plan.fix);
+            match writer.replace_status(&api, &quota, desired).await {
                 Ok(written) => self.written.mutated(written, Instant::now()),
                 Err(err) => errors.push(QuotaError::WriteStatus(err)),
             }

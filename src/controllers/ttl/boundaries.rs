@@ -4,6 +4,8 @@
 
 use serde_json::{Value, json};
 
+use crate::runtime::writer::UpstreamFix;
+
 /// The annotation kubelets read (`v1.ObjectTTLAnnotationKey`).
 pub const TTL_ANNOTATION: &str = "node.alpha.kubernetes.io/ttl";
 
@@ -43,10 +45,17 @@ pub const BOUNDARIES: [Boundary; 5] = [
     },
 ];
 
+/// kubernetes#109779: upstream starts at step 0 on every restart, so a cluster inside the
+/// overlap of two steps (95 nodes at TTL 15) gets every node patched back to the lower step.
+pub const HYSTERESIS_KEPT_ON_RESTART: UpstreamFix = UpstreamFix("kubernetes#109779");
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TtlState {
     node_count: usize,
     step: usize,
+    /// The step upstream would be at: the same transitions, from step 0 at start without
+    /// recovery, so a TTL that differs from upstream's because of recovery is known as such.
+    upstream_step: usize,
 }
 
 impl TtlState {
@@ -58,25 +67,82 @@ impl TtlState {
         BOUNDARIES[self.step].ttl_seconds
     }
 
+    /// The fix that makes the desired TTL differ from upstream's, if it does.
+    pub fn divergence(&self) -> Option<UpstreamFix> {
+        (self.step != self.upstream_step).then_some(HYSTERESIS_KEPT_ON_RESTART)
+    }
+
     /// A node appeared. Returns true when the desired TTL changed.
     pub fn node_added(&mut self) -> bool {
         self.node_count += 1;
-        if self.step + 1 < BOUNDARIES.len() && self.node_count > BOUNDARIES[self.step].size_max {
-            self.step += 1;
-            return true;
-        }
-        false
+        self.upstream_step = step_after_add(self.upstream_step, self.node_count);
+        let before = self.step;
+        self.step = step_after_add(self.step, self.node_count);
+        self.step != before
     }
 
     /// A node went away. Returns true when the desired TTL changed.
     pub fn node_deleted(&mut self) -> bool {
         self.node_count = self.node_count.saturating_sub(1);
-        if self.step > 0 && self.node_count < BOUNDARIES[self.step].size_min {
-            self.step -= 1;
-            return true;
-        }
-        false
+        self.upstream_step = step_after_delete(self.upstream_step, self.node_count);
+        let before = self.step;
+        self.step = step_after_delete(self.step, self.node_count);
+        self.step != before
     }
+
+    /// At the first complete count of the nodes: the step their annotations agree on, when the
+    /// cluster size lies inside that step's boundaries, so a restart keeps what a settled
+    /// cluster was at instead of stepping it down to where counting from 0 ends. Returns true
+    /// when the desired TTL changed.
+    pub fn recover<'a>(&mut self, annotations: impl IntoIterator<Item = Option<&'a str>>) -> bool {
+        let Some(step) = agreed_step(annotations) else {
+            return false;
+        };
+        let bounds = BOUNDARIES[step];
+        if step == self.step || !(bounds.size_min..=bounds.size_max).contains(&self.node_count) {
+            return false;
+        }
+        self.step = step;
+        true
+    }
+}
+
+fn step_after_add(step: usize, node_count: usize) -> usize {
+    if step + 1 < BOUNDARIES.len() && node_count > BOUNDARIES[step].size_max {
+        step + 1
+    } else {
+        step
+    }
+}
+
+fn step_after_delete(step: usize, node_count: usize) -> usize {
+    if step > 0 && node_count < BOUNDARIES[step].size_min {
+        step - 1
+    } else {
+        step
+    }
+}
+
+/// The step whose TTL every node that carries a TTL annotation carries. Nodes without one, or
+/// with a value that is no number (both overwritten anyway), do not vote; any disagreement,
+/// or a TTL no step has, means there is nothing to recover.
+fn agreed_step<'a>(annotations: impl IntoIterator<Item = Option<&'a str>>) -> Option<usize> {
+    let mut agreed = None;
+    for ttl in annotations
+        .into_iter()
+        .flatten()
+        .filter_map(|text| text.parse::<i32>().ok())
+        .filter(|ttl| *ttl >= 0)
+    {
+        match agreed {
+            None => agreed = Some(ttl),
+            Some(seen) if seen == ttl => {}
+            Some(_) => return None,
+        }
+    }
+    BOUNDARIES
+        .iter()
+        .position(|b| Some(b.ttl_seconds) == agreed)
 }
 
 /// What the reconcile of one node decided.
@@ -138,7 +204,11 @@ mod tests {
             (90, 1, false, 0),
         ];
         for (node_count, step, add, expected) in cases {
-            let mut state = TtlState { node_count, step };
+            let mut state = TtlState {
+                node_count,
+                step,
+                upstream_step: step,
+            };
             if add {
                 state.node_added();
             } else {
@@ -260,7 +330,7 @@ mod tests {
         // two boundaries still moves one step per event, catching up on later events.
         let mut state = TtlState {
             node_count: 1500,
-            step: 0,
+            ..TtlState::default()
         };
         assert!(state.node_added());
         assert_eq!(state.desired_ttl(), 15);
@@ -269,6 +339,7 @@ mod tests {
         let mut state = TtlState {
             node_count: 10,
             step: 4,
+            upstream_step: 4,
         };
         assert!(state.node_deleted());
         assert_eq!(state.desired_ttl(), 60);
@@ -301,5 +372,49 @@ mod tests {
         for (current, desired, want) in cases {
             assert_eq!(decide(current, desired), want, "{current:?} → {desired}");
         }
+    }
+
+    /// kubernetes#109779: 95 nodes that all say 15 (grown past 100, shrunk back) keep 15
+    /// after a restart; counting from 0, as upstream, ends at step 0 (TTL 0).
+    #[test]
+    fn a_restart_inside_the_overlap_keeps_the_step_the_nodes_agree_on() {
+        let mut state = grown_to(95);
+        assert_eq!(state.desired_ttl(), 0, "upstream's restart ends at TTL 0");
+        assert!(state.recover(std::iter::repeat_n(Some("15"), 95)));
+        assert_eq!(state.desired_ttl(), 15);
+        assert_eq!(state.divergence(), Some(HYSTERESIS_KEPT_ON_RESTART));
+        // The hysteresis goes on from the recovered step: 89 nodes step down, as upstream.
+        for _ in 0..5 {
+            assert!(!state.node_deleted());
+        }
+        assert_eq!((state.node_count(), state.desired_ttl()), (90, 15));
+        assert!(state.node_deleted());
+        assert_eq!(state.desired_ttl(), 0);
+        assert_eq!(state.divergence(), None, "back in step with upstream");
+    }
+
+    #[test]
+    fn recovery_needs_agreeing_annotations_and_a_size_the_step_allows() {
+        let recovered = |count: usize, annotations: &[Option<&str>]| {
+            let mut state = grown_to(count);
+            let changed = state.recover(annotations.iter().copied());
+            (changed, state.desired_ttl())
+        };
+        // Unannotated and garbage values do not vote.
+        assert_eq!(
+            recovered(95, &[Some("15"), None, Some("abc"), Some("-1")]),
+            (true, 15)
+        );
+        // Disagreeing nodes (a step change half done), or a TTL no step has: counted as upstream.
+        assert_eq!(recovered(95, &[Some("15"), Some("0")]), (false, 0));
+        assert_eq!(recovered(95, &[Some("10")]), (false, 0));
+        assert_eq!(recovered(95, &[None, None]), (false, 0));
+        // A size outside the step's boundaries: 80 nodes cannot be at 15, 600 not at 15.
+        assert_eq!(recovered(80, &[Some("15")]), (false, 0));
+        assert_eq!(recovered(600, &[Some("15")]), (false, 30));
+        // Agreement with what counting gives changes nothing.
+        assert_eq!(recovered(120, &[Some("15")]), (false, 15));
+        // Any step: 1950 nodes that say 300 (grown past 2000) stay at 300, not 60.
+        assert_eq!(recovered(1950, &[Some("300")]), (true, 300));
     }
 }

@@ -2,7 +2,9 @@
 //! size calls for (see `boundaries.rs`).
 //!
 //! Beyond upstream: when the TTL step changes, every node is enqueued once, so the whole
-//! cluster converges without waiting for each kubelet's next node update.
+//! cluster converges without waiting for each kubelet's next node update; and at the first
+//! complete count the step is recovered from the nodes' annotations (kubernetes#109779), so a
+//! restart inside the overlap of two steps keeps the TTL instead of rewriting every node.
 
 pub mod boundaries;
 
@@ -62,13 +64,19 @@ impl Ttl {
     }
 
     /// Event handling as upstream's add/update/delete handlers, plus the enqueue-all on a
-    /// step change.
+    /// step change and the step's recovery once the first list is counted.
     fn on_change(&self, change: Change<NodeMeta>, queue: &WorkQueue<String>) {
         let (changed, enqueue) = match &change {
             Change::Added(node) => (self.state().node_added(), Some(node.name_any())),
             Change::Updated { new, .. } => (false, Some(new.name_any())),
             Change::Deleted(_) => (self.state().node_deleted(), None),
-            Change::Synced => return,
+            Change::Synced => {
+                let nodes = self.nodes.state();
+                let annotations = nodes
+                    .iter()
+                    .map(|node| node.annotations().get(TTL_ANNOTATION).map(String::as_str));
+                (self.state().recover(annotations), None)
+            }
         };
         if changed {
             let (count, ttl) = {
@@ -93,7 +101,10 @@ impl Ttl {
         let Some(node) = self.nodes.get("", &name) else {
             return Ok(());
         };
-        let desired = self.state().desired_ttl();
+        let (desired, divergence) = {
+            let state = self.state();
+            (state.desired_ttl(), state.divergence())
+        };
         let current = node.annotations().get(TTL_ANNOTATION).map(String::as_str);
         let Decision::Set { value, unparsable } = decide(current, desired) else {
             return Ok(());
@@ -112,6 +123,7 @@ impl Ttl {
         let patch = Patch::Strategic(annotation_patch(&value));
         match self
             .writer
+            .because(divergence)
             .patch_unread(&self.api, &node, &PatchParams::default(), &patch)
             .await
         {

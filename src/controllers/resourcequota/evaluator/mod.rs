@@ -205,6 +205,10 @@ pub trait Registered: Send + Sync {
     ) -> Option<(&'static str, u64)> {
         None
     }
+    /// Whether its objects have been listed (an object count's watch may keep failing).
+    fn listed(&self) -> bool {
+        true
+    }
     /// Watches its objects' changes: they keep the totals, and those that may change usage
     /// call `replenish`. Nothing to watch by default (no objects of its own).
     fn watch(

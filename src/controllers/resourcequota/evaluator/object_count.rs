@@ -36,6 +36,10 @@ impl Registered for ObjectCount {
         object_count_matching(&self.names, names)
     }
 
+    fn listed(&self) -> bool {
+        self.counter.is_synced()
+    }
+
     fn usage(
         &self,
         namespace: &str,
@@ -43,7 +47,7 @@ impl Registered for ObjectCount {
         names: &[String],
         _: &Snapshot,
     ) -> Result<Usage, UsageError> {
-        if !self.counter.is_synced() {
+        if !self.listed() {
             return Err(UsageError::CountNotKnown {
                 names: names.to_vec(),
             });
