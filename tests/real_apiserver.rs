@@ -42,7 +42,12 @@ fn kcm(plane: &ControlPlane, kubeconfig: &Path, extra: &[&str]) -> Kcm {
         args.push("--leader-elect=false");
     }
     args.extend_from_slice(extra);
-    Kcm::start_with(plane.command(env!("CARGO_BIN_EXE_kcm")), kubeconfig, &args)
+    Kcm::start_with(
+        plane.command(env!("CARGO_BIN_EXE_kcm")),
+        plane.log_file(),
+        kubeconfig,
+        &args,
+    )
 }
 
 async fn create<K>(api: &Api<K>, body: Value) -> K
