@@ -1170,3 +1170,70 @@ async fn beside_upstream_kcm_in_shadow_would_write_nothing() {
         withheld.join("\n")
     );
 }
+
+// --- what kube-testserver learned ------------------------------------------------------
+
+/// What a server answers to a StorageVersion `name` getting `status`: "accepted" or the
+/// refusal's code and message.
+async fn storage_version_status_outcome(client: Client, name: &str, status: &Value) -> String {
+    let versions: Api<StorageVersion> = Api::all(client);
+    create(
+        &versions,
+        json!({ "metadata": { "name": name }, "spec": {} }),
+    )
+    .await;
+    let result = versions
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await;
+    versions
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    match result {
+        Ok(_) => "accepted".to_string(),
+        Err(kube::Error::Api(status)) => format!("{} {}", status.code, status.message),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// kube-testserver accepted any StorageVersion status; the API server validates what
+/// storage-version-gc writes. Both now answer alike, word for word.
+#[tokio::test]
+async fn kube_testserver_validates_storage_version_statuses_as_the_api_server_does() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    // StorageVersions naming unknown API servers are storage-version-gc's to delete.
+    let _exclusive = CLUSTER.write().await;
+    let model = kube_testserver::TestServer::start().await;
+    let entry = |id: &str, version: &str| json!({ "apiServerID": id, "encodingVersion": version, "decodableVersions": [version] });
+    let condition = json!({ "type": "AllEncodingVersionsEqual", "status": "True",
+        "reason": "CommonEncodingVersionSet", "message": "Common encoding version set" });
+    let cases = [
+        json!({ "storageVersions": [entry("kas-1", "v1")] }),
+        json!({ "storageVersions": [entry("kas-1", "v1")], "commonEncodingVersion": "v1",
+            "conditions": [condition] }),
+        json!({ "storageVersions": [entry("kas-1", "v1")], "commonEncodingVersion": "v2" }),
+        json!({ "storageVersions": [entry("kas-1", "v1"), entry("kas-2", "apps/v1")] }),
+        json!({ "storageVersions": [entry("kas-1", "v1"), entry("kas-2", "apps/v1")],
+            "commonEncodingVersion": "v1" }),
+        json!({ "storageVersions": [entry("kas-1", "v1"), entry("kas-1", "v1")],
+            "commonEncodingVersion": "v1" }),
+        json!({ "storageVersions": [entry("kas/1", "v1")], "commonEncodingVersion": "v1" }),
+        json!({ "storageVersions": [{ "apiServerID": "kas-1", "encodingVersion": "v2",
+            "decodableVersions": ["v1"] }], "commonEncodingVersion": "v2" }),
+        json!({ "conditions": [{ "type": "AllEncodingVersionsEqual", "status": "True",
+            "reason": "CommonEncodingVersionSet" }] }),
+        json!({ "storageVersions": [] }),
+    ];
+    for (i, status) in cases.iter().enumerate() {
+        let name = format!("validation-{i}.example.com.widgets");
+        let real = storage_version_status_outcome(plane.client().await, &name, status).await;
+        let modelled = storage_version_status_outcome(model.client(), &name, status).await;
+        assert_eq!(modelled, real, "status {status}");
+    }
+}
