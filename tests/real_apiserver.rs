@@ -1193,11 +1193,7 @@ async fn storage_version_status_outcome(client: Client, name: &str, status: &Val
         .delete(name, &DeleteParams::default())
         .await
         .unwrap();
-    match result {
-        Ok(_) => "accepted".to_string(),
-        Err(kube::Error::Api(status)) => format!("{} {}", status.code, status.message),
-        Err(e) => e.to_string(),
-    }
+    outcome(result)
 }
 
 /// kube-testserver accepted any StorageVersion status; the API server validates what
@@ -1235,5 +1231,144 @@ async fn kube_testserver_validates_storage_version_statuses_as_the_api_server_do
         let real = storage_version_status_outcome(plane.client().await, &name, status).await;
         let modelled = storage_version_status_outcome(model.client(), &name, status).await;
         assert_eq!(modelled, real, "status {status}");
+    }
+}
+
+/// What a server answers to a write: "accepted" or the refusal's code and message.
+fn outcome<K>(result: Result<K, kube::Error>) -> String {
+    match result {
+        Ok(_) => "accepted".to_string(),
+        Err(kube::Error::Api(status)) => format!("{} {}", status.code, status.message),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// A ResourceClaim `name` in `ns` with status `first`, then `second` (merge patches): what
+/// the second write gets.
+async fn claim_status_outcome(
+    client: Client,
+    ns: &str,
+    name: &str,
+    first: &Value,
+    second: &Value,
+) -> String {
+    let claims: Api<ResourceClaim> = Api::namespaced(client, ns);
+    create(
+        &claims,
+        json!({ "metadata": { "name": name }, "spec": { "devices": { "requests": [{
+            "name": "gpu", "exactly": { "deviceClassName": "gpu.example.com" } }] } } }),
+    )
+    .await;
+    patch_status(&claims, name, first.clone()).await;
+    outcome(
+        claims
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": second })),
+            )
+            .await,
+    )
+}
+
+/// A pod `name` in `ns` with claim `gpu` getting `statuses` as its claim statuses.
+async fn pod_claim_statuses_outcome(
+    client: Client,
+    ns: &str,
+    name: &str,
+    statuses: &Value,
+) -> String {
+    let pods: Api<Pod> = Api::namespaced(client, ns);
+    let mut body = pod(name, json!({}), None);
+    body["spec"]["resourceClaims"] = json!([{ "name": "gpu", "resourceClaimTemplateName": "t" }]);
+    create(&pods, body).await;
+    outcome(
+        pods.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "resourceClaimStatuses": statuses } })),
+        )
+        .await,
+    )
+}
+
+/// kube-testserver accepted any claim status and any pod claim statuses; the API server
+/// validates what the resourceclaim controller writes. Both now answer alike (an allocation
+/// changed in place is refused by both, but the API server shows its Go value).
+#[tokio::test]
+async fn kube_testserver_validates_claim_writes_as_the_api_server_does() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    let _shared = CLUSTER.read().await;
+    let client = plane.client().await;
+    let ns = plane.namespace(&client, "validation").await;
+    let model = kube_testserver::TestServer::start().await;
+    let allocation = |device: &str| {
+        json!({ "devices": { "results": [{ "request": "gpu", "driver": "gpu.example.com",
+            "pool": "p", "device": device }] } })
+    };
+    let pod_a = json!({ "resource": "pods", "name": "a", "uid": "u1" });
+    let cases = [
+        (json!({}), json!({ "reservedFor": [pod_a] })),
+        (
+            json!({ "allocation": allocation("d"), "reservedFor": [pod_a] }),
+            json!({ "allocation": null }),
+        ),
+        (
+            json!({ "allocation": allocation("d") }),
+            json!({ "reservedFor": [pod_a, pod_a] }),
+        ),
+        (
+            json!({ "allocation": allocation("d"), "reservedFor": [pod_a] }),
+            json!({ "allocation": null, "reservedFor": null }),
+        ),
+        (
+            json!({ "allocation": allocation("d") }),
+            json!({ "reservedFor": [pod_a] }),
+        ),
+    ];
+    for (i, (first, second)) in cases.iter().enumerate() {
+        let name = format!("claim-{i}");
+        let real = claim_status_outcome(client.clone(), &ns, &name, first, second).await;
+        let modelled = claim_status_outcome(model.client(), "default", &name, first, second).await;
+        assert_eq!(modelled, real, "{first} then {second}");
+    }
+    let changed = claim_status_outcome(
+        client.clone(),
+        &ns,
+        "claim-changed",
+        &json!({ "allocation": allocation("d") }),
+        &json!({ "allocation": allocation("e") }),
+    )
+    .await;
+    let modelled = claim_status_outcome(
+        model.client(),
+        "default",
+        "claim-changed",
+        &json!({ "allocation": allocation("d") }),
+        &json!({ "allocation": allocation("e") }),
+    )
+    .await;
+    for answer in [&changed, &modelled] {
+        assert!(
+            answer.starts_with("422 ")
+                && answer.contains("is invalid: status.allocation: Invalid value: ")
+                && answer.ends_with(": field is immutable"),
+            "{answer}"
+        );
+    }
+
+    let statuses = [
+        json!([{ "name": "gpu", "resourceClaimName": "p-gpu-x" }]),
+        json!([{ "name": "nope", "resourceClaimName": "x" }]),
+        json!([{ "name": "gpu", "resourceClaimName": "x" }, { "name": "gpu", "resourceClaimName": "y" }]),
+        json!([{ "name": "gpu", "resourceClaimName": "X_bad" }]),
+    ];
+    for (i, statuses) in statuses.iter().enumerate() {
+        let name = format!("pod-{i}");
+        let real = pod_claim_statuses_outcome(client.clone(), &ns, &name, statuses).await;
+        let modelled = pod_claim_statuses_outcome(model.client(), "default", &name, statuses).await;
+        assert_eq!(modelled, real, "{statuses}");
     }
 }

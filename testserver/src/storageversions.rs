@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::resources::ResourceType;
+use crate::selector::is_dns1123_subdomain;
 
 const GROUP: &str = "internal.apiserver.k8s.io";
 const PLURAL: &str = "storageversions";
@@ -19,9 +20,13 @@ pub(crate) fn is_storage_versions(rt: &ResourceType) -> bool {
 }
 
 /// A field error: path, cause reason, and the API server's text.
-type FieldError = (String, &'static str, String);
+pub(crate) type FieldError = (String, &'static str, String);
 
-fn invalid_value(field: String, value: &Value, detail: impl std::fmt::Display) -> FieldError {
+pub(crate) fn invalid_value(
+    field: String,
+    value: &Value,
+    detail: impl std::fmt::Display,
+) -> FieldError {
     (
         field,
         "FieldValueInvalid",
@@ -38,17 +43,11 @@ fn is_dns_label(s: &str, first: fn(char) -> bool) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
-fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253
-        && s.split('.')
-            .all(|label| is_dns_label(label, |c| c.is_ascii_lowercase() || c.is_ascii_digit()))
-}
-
 /// `[group/]version`, the group a DNS subdomain and the version a DNS-1035 label.
 fn is_api_version(s: &str) -> bool {
     let version = match s.split_once('/') {
         Some((group, version)) => {
-            if !is_dns_subdomain(group) {
+            if !is_dns1123_subdomain(group) {
                 return false;
             }
             version
@@ -58,12 +57,12 @@ fn is_api_version(s: &str) -> bool {
     is_dns_label(version, |c| c.is_ascii_lowercase())
 }
 
-const SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+pub(crate) const SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const API_VERSION: &str = "an apiVersion is a DNS-1035 label with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyVersion')";
 
 fn check_entry(entry: &Value, at: &str, errors: &mut Vec<FieldError>) {
     let id = entry["apiServerID"].as_str().unwrap_or_default();
-    if !is_dns_subdomain(id) {
+    if !is_dns1123_subdomain(id) {
         errors.push(invalid_value(
             format!("{at}.apiServerID"),
             &entry["apiServerID"],

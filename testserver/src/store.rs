@@ -13,6 +13,7 @@ use rand::Rng;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use crate::claims;
 use crate::error::ApiError;
 use crate::events::{self, CORE_EVENTS, View};
 use crate::patch::{self, Ownership, PatchError};
@@ -932,6 +933,12 @@ impl State {
         }
         if storageversions::is_storage_versions(rt) && !opts.fixture {
             storageversions::validate(rt, &new)?;
+        }
+        if claims::is_claims(rt) && !opts.fixture {
+            claims::validate_claim_update(rt, &new, &current)?;
+        }
+        if claims::is_pods(rt) && !opts.fixture {
+            claims::validate_pod_update(rt, &new, &current)?;
         }
         if spec_part(&new) != spec_part(&current) {
             let generation = cur_meta["generation"].as_i64().unwrap_or(0) + 1;
