@@ -21,7 +21,7 @@ pub(crate) fn is_pods(rt: &ResourceType) -> bool {
     rt.group.is_empty() && rt.plural == "pods"
 }
 
-fn items<'a>(value: &'a Value) -> &'a [Value] {
+fn items(value: &Value) -> &[Value] {
     value.as_array().map(Vec::as_slice).unwrap_or_default()
 }
 
