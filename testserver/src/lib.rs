@@ -5,6 +5,7 @@
 //! scale subresources, JSON/merge/strategic/apply patches, finalizers and owner-reference garbage
 //! collection — from memory. See the crate README for what it does not emulate.
 
+mod claims;
 mod codec;
 mod error;
 mod events;
@@ -23,6 +24,7 @@ pub mod rbac;
 mod resources;
 mod reviews;
 pub mod selector;
+mod storageversions;
 mod store;
 mod table;
 pub mod testing;

@@ -573,7 +573,7 @@ fn is_label_name(s: &str) -> bool {
 }
 
 /// Lowercase RFC 1123 subdomain syntax (length checked separately).
-fn is_dns1123_subdomain(s: &str) -> bool {
+pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
     s.split('.').all(|label| {
         let b = label.as_bytes();
         let edge = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();

@@ -13,6 +13,7 @@ use rand::Rng;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use crate::claims;
 use crate::error::ApiError;
 use crate::events::{self, CORE_EVENTS, View};
 use crate::patch::{self, Ownership, PatchError};
@@ -20,6 +21,7 @@ use crate::podgroups;
 use crate::quota_admission;
 use crate::resources::{ResourceType, ScaleSelector, builtin_types};
 use crate::selector::{FieldSelector, LabelSelector, field_value};
+use crate::storageversions;
 
 /// Namespace ("" for cluster-scoped objects) and name.
 pub type ObjKey = (String, String);
@@ -75,9 +77,10 @@ pub struct WriteOptions {
     /// The writer may not change a ResourceClaim's `status.allocation` or
     /// `status.reservedFor`: the request's verb and the authorizer's forbidden message.
     pub binding_forbidden: Option<(String, String)>,
-    /// Run the ResourceQuota admission plugin on pod creation, as every request through
-    /// the API does; fixtures seeded into the store skip it.
-    pub quota_admission: bool,
+    /// A fixture put in as it is ([`Store::seed`]): checks that hostile fixtures must get
+    /// past (StorageVersion, claim and pod validation) and the ResourceQuota admission plugin,
+    /// which every request through the API meets, are skipped.
+    pub fixture: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -930,6 +933,15 @@ impl State {
         if podgroups::is_pod_groups(rt) {
             podgroups::validate_update(rt, &new, &current)?;
         }
+        if storageversions::is_storage_versions(rt) && !opts.fixture {
+            storageversions::validate(rt, &new)?;
+        }
+        if claims::is_claims(rt) && !opts.fixture {
+            claims::validate_claim_update(rt, &new, &current)?;
+        }
+        if claims::is_pods(rt) && !opts.fixture {
+            claims::validate_pod_update(rt, &new, &current)?;
+        }
         if spec_part(&new) != spec_part(&current) {
             let generation = cur_meta["generation"].as_i64().unwrap_or(0) + 1;
             meta_mut(&mut new).insert("generation".into(), json!(generation));
@@ -1048,6 +1060,9 @@ impl State {
         if podgroups::is_pod_groups(rt) {
             podgroups::validate_create(rt, &obj)?;
         }
+        if storageversions::is_storage_versions(rt) && !opts.fixture {
+            storageversions::validate(rt, &obj)?;
+        }
         let m = meta_mut(&mut obj);
         m.insert("name".into(), json!(name));
         m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
@@ -1066,7 +1081,7 @@ impl State {
             patch::record_update(None, &obj, &opts.field_manager, &mut created);
             created
         });
-        let quota_updates = if opts.quota_admission && rt.key() == "/pods" {
+        let quota_updates = if !opts.fixture && rt.key() == "/pods" {
             self.admit_pod(ns, &obj, &name)?
         } else {
             Vec::new()
@@ -1563,7 +1578,10 @@ impl Store {
         let untracked = (!track_ownership).then(Ownership::default);
         let mut st = self.lock();
         let obj = st.to_storage(rt, obj)?;
-        let opts = WriteOptions::default();
+        let opts = WriteOptions {
+            fixture: true,
+            ..WriteOptions::default()
+        };
         let created = st.create_object(rt, &ns, obj, &opts, untracked.clone())?;
         let seeded = match status {
             Some(status) if rt.status => {

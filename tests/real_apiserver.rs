@@ -1,0 +1,1374 @@
+//! kcm on a real control plane: kube-apiserver v1.36 and etcd 3.6 from `KUBEBUILDER_ASSETS`
+//! (tests/common/envtest.rs), one per test binary, one namespace per test. Without the
+//! variable every test says it skipped; `KCM_REQUIRE_ENVTEST=1` (CI) makes that a failure.
+//!
+//! Cluster-wide checks (node counts, the API server's request counters, Lease `kube-system/kcm`,
+//! upstream's controller manager) hold [`CLUSTER`] exclusively; the rest run in parallel.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::envtest::{self, ControlPlane, sample_sum};
+use common::{FAST_LEASE, Kcm, eventually};
+use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, ResourceQuota, Secret};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use tokio::sync::RwLock;
+
+/// Held for reading by tests that stay in their namespace, for writing by cluster-wide ones.
+static CLUSTER: RwLock<()> = RwLock::const_new(());
+
+/// A real API server and kcm on a shared 2-core machine are slower than kube-testserver.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// storage-version-gc is gated off by default, as upstream; on for every kcm here.
+const GATES: &str = "--feature-gates=StorageVersionAPI=true";
+const TTL_ANNOTATION: &str = "node.alpha.kubernetes.io/ttl";
+const ALL_CONTROLLERS: &str = "resourcequota-controller,disruption-controller,ttl-controller,\
+                               resourceclaim-controller,storageversion-garbage-collector-controller";
+
+/// The kcm binary against `kubeconfig`, in the control plane's process group (it dies with
+/// it), without leader election unless `extra` asks, with the gates of every test.
+fn kcm(plane: &ControlPlane, kubeconfig: &Path, extra: &[&str]) -> Kcm {
+    let mut args = vec![GATES, "--kube-api-qps=200", "--kube-api-burst=400"];
+    if !extra.iter().any(|a| a.starts_with("--leader-elect")) {
+        args.push("--leader-elect=false");
+    }
+    args.extend_from_slice(extra);
+    Kcm::start_with(
+        plane.command(env!("CARGO_BIN_EXE_kcm")),
+        plane.log_file(),
+        kubeconfig,
+        &args,
+    )
+}
+
+async fn create<K>(api: &Api<K>, body: Value) -> K
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let object: K = serde_json::from_value(body.clone()).unwrap();
+    api.create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("create {body}: {e}"))
+}
+
+async fn patch_status<K>(api: &Api<K>, name: &str, status: Value)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("status of {name}: {e}"));
+}
+
+/// A pod with one container; `requests` as a container's `resources.requests`.
+fn pod(name: &str, labels: Value, requests: Option<Value>) -> Value {
+    let mut container = json!({ "name": "c", "image": "registry.k8s.io/pause:3.10" });
+    if let Some(requests) = requests {
+        container["resources"] = json!({ "requests": requests });
+    }
+    json!({ "metadata": { "name": name, "labels": labels }, "spec": { "containers": [container] } })
+}
+
+/// Marks a pod Running and Ready, as a kubelet would.
+async fn run(pods: &Api<Pod>, name: &str, ready: bool) {
+    let ready = if ready { "True" } else { "False" };
+    patch_status(
+        pods,
+        name,
+        json!({ "phase": "Running", "conditions": [{ "type": "Ready", "status": ready }] }),
+    )
+    .await;
+}
+
+/// A ResourceQuota's `status.used` (or `hard`), as JSON.
+async fn quota_status(quotas: &Api<ResourceQuota>, name: &str, field: &str) -> Value {
+    let quota = quotas.get(name).await.unwrap();
+    serde_json::to_value(quota.status).unwrap_or_default()[field].clone()
+}
+
+/// The PDB's status, without the conditions' transition times.
+async fn pdb_status(pdbs: &Api<PodDisruptionBudget>, name: &str) -> Value {
+    let mut status = serde_json::to_value(pdbs.get(name).await.unwrap().status).unwrap();
+    if let Some(conditions) = status["conditions"].as_array_mut() {
+        for condition in conditions {
+            condition
+                .as_object_mut()
+                .unwrap()
+                .remove("lastTransitionTime");
+        }
+    }
+    status
+}
+
+fn reserved_for(claim: &ResourceClaim) -> Value {
+    serde_json::to_value(claim.status.as_ref().and_then(|s| s.reserved_for.clone())).unwrap()
+}
+
+/// Polls `check` until it yields a value.
+async fn wait_for<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A sample of kcm's /metrics summed over the series with `labels`.
+async fn kcm_metric(kcm: &Kcm, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let (_, text) = kcm.get("/metrics").await.unwrap_or_default();
+    sample_sum(&text, name, labels)
+}
+
+/// kcm's requests the API server refused for authentication, authorization or (the binding
+/// rule) validation: from its client metrics and its log.
+async fn refusals(kcm: &Kcm) -> Vec<String> {
+    let mut found = Vec::new();
+    for code in ["401", "403", "422"] {
+        let count = kcm_metric(kcm, "rest_client_requests_total", &[("code", code)]).await;
+        if count > 0.0 {
+            found.push(format!(
+                "rest_client_requests_total{{code=\"{code}\"}} {count}"
+            ));
+        }
+    }
+    found.extend(
+        kcm.log()
+            .lines()
+            .filter(|l| {
+                [
+                    "code: 401",
+                    "code: 403",
+                    "code: 422",
+                    "Forbidden",
+                    "Unauthorized",
+                ]
+                .iter()
+                .any(|s| l.contains(s))
+            })
+            .map(str::to_string),
+    );
+    found
+}
+
+/// Waits until every shared store of kcm holds its first full state.
+async fn wait_synced(kcm: &Kcm, resources: &[&str]) {
+    for resource in resources {
+        eventually(
+            &format!("kcm's {resource} store syncs"),
+            DEADLINE,
+            || async {
+                kcm_metric(kcm, "kcm_store_synced", &[("resource", resource)]).await == 1.0
+            },
+        )
+        .await;
+    }
+}
+
+// --- the five controllers ---------------------------------------------------------------
+
+#[tokio::test]
+async fn resourcequota_counts_usage_with_scopes_and_count_types() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    let _shared = CLUSTER.read().await;
+    let client = plane.client().await;
+    let ns = plane.namespace(&client, "quota").await;
+    let _kcm = kcm(
+        plane,
+        &plane.kubeconfig,
+        &["--controllers=resourcequota-controller"],
+    );
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &ns);
+    create(
+        &quotas,
+        json!({ "metadata": { "name": "all" }, "spec": { "hard": {
+            "pods": "10", "count/configmaps": "5", "count/secrets": "4" } } }),
+    )
+    .await;
+    create(
+        &quotas,
+        json!({ "metadata": { "name": "burstable" }, "spec": { "scopes": ["NotBestEffort"],
+            "hard": { "pods": "4", "requests.cpu": "2", "requests.memory": "1Gi" } } }),
+    )
+    .await;
+    create(
+        &quotas,
+        json!({ "metadata": { "name": "besteffort" }, "spec": { "scopes": ["BestEffort"],
+            "hard": { "pods": "3" } } }),
+    )
+    .await;
+    // Until the controller writes `status.hard`, quota admission refuses every pod.
+    for name in ["all", "burstable", "besteffort"] {
+        eventually(&format!("quota {name} gets its hard"), DEADLINE, || async {
+            !quota_status(&quotas, name, "hard").await.is_null()
+        })
+        .await;
+    }
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    create(&pods, pod("idle", json!({}), None)).await;
+    create(
+        &pods,
+        pod(
+            "web",
+            json!({}),
+            Some(json!({ "cpu": "500m", "memory": "128Mi" })),
+        ),
+    )
+    .await;
+    create(
+        &pods,
+        pod(
+            "worker",
+            json!({}),
+            Some(json!({ "cpu": "250m", "memory": "64Mi" })),
+        ),
+    )
+    .await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    for name in ["a", "b"] {
+        create(&configmaps, json!({ "metadata": { "name": name } })).await;
+    }
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    create(&secrets, json!({ "metadata": { "name": "s" } })).await;
+
+    let expect = |name: &'static str, used: Value| {
+        let quotas = quotas.clone();
+        async move {
+            let mut last = Value::Null;
+            let deadline = tokio::time::Instant::now() + DEADLINE;
+            while tokio::time::Instant::now() < deadline {
+                last = quota_status(&quotas, name, "used").await;
+                if last == used {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            panic!("quota {name}: used {last}, want {used}");
+        }
+    };
+    expect(
+        "all",
+        json!({ "pods": "3", "count/configmaps": "2", "count/secrets": "1" }),
+    )
+    .await;
+    expect(
+        "burstable",
+        json!({ "pods": "2", "requests.cpu": "750m", "requests.memory": "192Mi" }),
+    )
+    .await;
+    expect("besteffort", json!({ "pods": "1" })).await;
+
+    // Deletions and terminal pods give usage back.
+    pods.delete("web", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    patch_status(&pods, "idle", json!({ "phase": "Succeeded" })).await;
+    configmaps
+        .delete("a", &DeleteParams::default())
+        .await
+        .unwrap();
+    expect(
+        "all",
+        json!({ "pods": "1", "count/configmaps": "1", "count/secrets": "1" }),
+    )
+    .await;
+    expect(
+        "burstable",
+        json!({ "pods": "1", "requests.cpu": "250m", "requests.memory": "64Mi" }),
+    )
+    .await;
+    expect("besteffort", json!({ "pods": "0" })).await;
+}
+
+#[tokio::test]
+async fn disruption_sets_pdb_status_and_the_disruption_allowed_condition() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    let _shared = CLUSTER.read().await;
+    let client = plane.client().await;
+    let ns = plane.namespace(&client, "pdb").await;
+    let _kcm = kcm(
+        plane,
+        &plane.kubeconfig,
+        &["--controllers=disruption-controller"],
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    for name in ["db-0", "db-1", "db-2"] {
+        create(&pods, pod(name, json!({ "app": "db" }), None)).await;
+        run(&pods, name, true).await;
+    }
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+    create(
+        &pdbs,
+        json!({ "metadata": { "name": "db" }, "spec": { "minAvailable": 2,
+            "selector": { "matchLabels": { "app": "db" } } } }),
+    )
+    .await;
+    let status = |healthy: i32, allowed: i32, condition: (&str, &str)| {
+        json!({ "currentHealthy": healthy, "desiredHealthy": 2, "disruptionsAllowed": allowed,
+            "expectedPods": 3, "observedGeneration": 1,
+            "conditions": [{ "type": "DisruptionAllowed", "status": condition.0,
+                "reason": condition.1, "message": "", "observedGeneration": 1 }] })
+    };
+    let want = status(3, 1, ("True", "SufficientPods"));
+    eventually("the PDB allows one disruption", DEADLINE, || async {
+        pdb_status(&pdbs, "db").await == want
+    })
+    .await;
+
+    run(&pods, "db-2", false).await;
+    let want = status(2, 0, ("False", "InsufficientPods"));
+    eventually("the PDB allows none", DEADLINE, || async {
+        pdb_status(&pdbs, "db").await == want
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn resourceclaim_makes_claims_from_templates_reserves_and_cleans_up() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    let _shared = CLUSTER.read().await;
+    let client = plane.client().await;
+    let ns = plane.namespace(&client, "claims").await;
+    let _kcm = kcm(
+        plane,
+        &plane.kubeconfig,
+        &["--controllers=resourceclaim-controller"],
+    );
+    let templates: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), &ns);
+    create(
+        &templates,
+        json!({ "metadata": { "name": "gpu" }, "spec": {
+            "metadata": { "labels": { "team": "ml" } },
+            "spec": { "devices": { "requests": [{ "name": "gpu",
+                "exactly": { "deviceClassName": "gpu.example.com" } }] } } } }),
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let mut body = pod("trainer", json!({}), None);
+    body["spec"]["nodeName"] = json!("node-gpu");
+    body["spec"]["resourceClaims"] = json!([{ "name": "gpu", "resourceClaimTemplateName": "gpu" }]);
+    let trainer = create(&pods, body).await;
+
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &ns);
+    let claim_name = wait_for("the pod records its generated claim", || async {
+        let statuses = pods
+            .get("trainer")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.resource_claim_statuses)
+            .unwrap_or_default();
+        statuses
+            .first()
+            .filter(|s| s.name == "gpu")
+            .and_then(|s| s.resource_claim_name.clone())
+    })
+    .await;
+    let claim = claims.get(&claim_name).await.unwrap();
+    assert!(claim_name.starts_with("trainer-gpu-"), "{claim_name}");
+    assert_eq!(claim.labels().get("team").map(String::as_str), Some("ml"));
+    assert_eq!(
+        claim
+            .annotations()
+            .get("resource.kubernetes.io/pod-claim-name")
+            .map(String::as_str),
+        Some("gpu")
+    );
+    let owner = &claim.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+        ("Pod", "trainer", Some(true))
+    );
+
+    // No scheduler here: allocate as one would; the pod is bound, so kcm reserves the claim.
+    patch_status(
+        &claims,
+        &claim_name,
+        json!({ "allocation": { "devices": { "results": [{ "request": "gpu",
+            "driver": "gpu.example.com", "pool": "node-gpu", "device": "gpu-0" }] } } }),
+    )
+    .await;
+    let reservation = json!([{ "resource": "pods", "name": "trainer", "uid": trainer.uid() }]);
+    eventually("the claim is reserved for the pod", DEADLINE, || async {
+        reserved_for(&claims.get(&claim_name).await.unwrap()) == reservation
+    })
+    .await;
+
+    // A finished pod releases its claim, which kcm then deletes.
+    run(&pods, "trainer", true).await;
+    patch_status(&pods, "trainer", json!({ "phase": "Succeeded" })).await;
+    eventually("the generated claim is deleted", DEADLINE, || async {
+        claims.get_opt(&claim_name).await.unwrap().is_none()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn ttl_annotates_nodes_and_steps_with_the_cluster_size() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    // Node counts are cluster-wide.
+    let _exclusive = CLUSTER.write().await;
+    let client = plane.client().await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let existing = nodes
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .len();
+    let _kcm = kcm(plane, &plane.kubeconfig, &["--controllers=ttl-controller"]);
+    let annotations = || async {
+        nodes
+            .list(&ListParams::default().labels("kcm-test=ttl"))
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|n| n.annotations().get(TTL_ANNOTATION).cloned())
+            .collect::<Vec<_>>()
+    };
+    // Upstream's steps: 0 s up to 100 nodes, 15 s above, back to 0 s below 90.
+    let create_nodes = |range: std::ops::Range<usize>| {
+        let nodes = nodes.clone();
+        async move {
+            for i in range {
+                create(
+                    &nodes,
+                    json!({ "metadata": { "name": format!("ttl-{i}"), "labels": { "kcm-test": "ttl" } } }),
+                )
+                .await;
+            }
+        }
+    };
+    create_nodes(0..3).await;
+    eventually("small clusters get ttl 0", DEADLINE, || async {
+        annotations().await == vec![Some("0".to_string()); 3]
+    })
+    .await;
+    let total = 101usize.saturating_sub(existing).max(3);
+    create_nodes(3..total).await;
+    eventually(
+        "above 100 nodes every node gets ttl 15",
+        DEADLINE,
+        || async { annotations().await == vec![Some("15".to_string()); total] },
+    )
+    .await;
+    for i in 3..total {
+        nodes
+            .delete(&format!("ttl-{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    eventually("below 90 nodes ttl 0 again", DEADLINE, || async {
+        annotations().await == vec![Some("0".to_string()); 3]
+    })
+    .await;
+    for i in 0..3 {
+        nodes
+            .delete(&format!("ttl-{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+}
+
+/// The identity of the running API server, as its own StorageVersions name it.
+async fn live_apiserver_id(client: &Client) -> String {
+    let versions: Api<StorageVersion> = Api::all(client.clone());
+    wait_for("the API server records a StorageVersion", || async {
+        versions
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .flat_map(|v| {
+                v.status
+                    .and_then(|s| s.storage_versions)
+                    .unwrap_or_default()
+            })
+            .map(|s| s.api_server_id)
+            .next()
+    })
+    .await
+}
+
+/// A StorageVersion `name` whose status names these API servers' identities (one encoding
+/// version, which the API server demands as `commonEncodingVersion`).
+async fn storage_version(client: &Client, name: &str, servers: &[&str]) {
+    let versions: Api<StorageVersion> = Api::all(client.clone());
+    create(
+        &versions,
+        json!({ "metadata": { "name": name }, "spec": {} }),
+    )
+    .await;
+    let entries: Vec<Value> = servers
+        .iter()
+        .map(|id| {
+            json!({ "apiServerID": id, "encodingVersion": "example.com/v1",
+            "decodableVersions": ["example.com/v1"] })
+        })
+        .collect();
+    patch_status(
+        &versions,
+        name,
+        json!({ "storageVersions": entries, "commonEncodingVersion": "example.com/v1" }),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn storageversion_gc_drops_api_servers_without_an_identity_lease() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    let _shared = CLUSTER.read().await;
+    let client = plane.client().await;
+    let live = live_apiserver_id(&client).await;
+    storage_version(
+        &client,
+        "gc-gone.example.com.widgets",
+        &["apiserver-gone-1"],
+    )
+    .await;
+    storage_version(
+        &client,
+        "gc-mixed.example.com.widgets",
+        &[&live, "apiserver-gone-2"],
+    )
+    .await;
+    let _kcm = kcm(
+        plane,
+        &plane.kubeconfig,
+        &["--controllers=storageversion-garbage-collector-controller"],
+    );
+    let versions: Api<StorageVersion> = Api::all(client.clone());
+    eventually(
+        "a StorageVersion of only gone API servers is deleted",
+        DEADLINE,
+        || async {
+            versions
+                .get_opt("gc-gone.example.com.widgets")
+                .await
+                .unwrap()
+                .is_none()
+        },
+    )
+    .await;
+    eventually("the gone API server's entry goes", DEADLINE, || async {
+        let status = versions
+            .get("gc-mixed.example.com.widgets")
+            .await
+            .unwrap()
+            .status
+            .unwrap_or_default();
+        let ids: Vec<_> = status
+            .storage_versions
+            .unwrap_or_default()
+            .into_iter()
+            .map(|s| s.api_server_id)
+            .collect();
+        ids == [live.clone()] && status.common_encoding_version.as_deref() == Some("example.com/v1")
+    })
+    .await;
+}
+
+// --- kcm under deploy/'s RBAC ----------------------------------------------------------
+
+/// A StorageVersion name (`<group>.<resource>`) unique to namespace `ns`.
+fn storage_version_name(ns: &str) -> String {
+    format!("{ns}.example.com.widgets")
+}
+
+/// Fixtures every controller has work on, in `ns`: a node (ttl), a quota, a PDB over two
+/// ready pods, a StorageVersion whose only API server is gone, and an allocated claim used by
+/// pod `web`, bound to the node without a scheduler (resourceclaim reserves it). Returns `web`.
+async fn seed_workload(client: &Client, ns: &str) -> Pod {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = format!("node-{ns}");
+    create(&nodes, json!({ "metadata": { "name": node } })).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    for name in ["db-0", "db-1"] {
+        create(&pods, pod(name, json!({ "app": "db" }), None)).await;
+        run(&pods, name, true).await;
+    }
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
+    create(
+        &pdbs,
+        json!({ "metadata": { "name": "db" }, "spec": { "minAvailable": 1,
+            "selector": { "matchLabels": { "app": "db" } } } }),
+    )
+    .await;
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), ns);
+    create(
+        &claims,
+        json!({ "metadata": { "name": "web-gpu" }, "spec": { "devices": { "requests": [{
+            "name": "gpu", "exactly": { "deviceClassName": "gpu.example.com" } }] } } }),
+    )
+    .await;
+    patch_status(
+        &claims,
+        "web-gpu",
+        json!({ "allocation": { "devices": { "results": [{ "request": "gpu",
+            "driver": "gpu.example.com", "pool": node, "device": "gpu-0" }] } } }),
+    )
+    .await;
+    let mut web = pod("web", json!({}), None);
+    web["spec"]["nodeName"] = json!(node);
+    web["spec"]["resourceClaims"] = json!([{ "name": "gpu", "resourceClaimName": "web-gpu" }]);
+    let web = create(&pods, web).await;
+    // After the pods: quota admission refuses pods until the controller has written `hard`.
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), ns);
+    create(
+        &quotas,
+        json!({ "metadata": { "name": "q" }, "spec": { "hard": { "pods": "10" } } }),
+    )
+    .await;
+    storage_version(client, &storage_version_name(ns), &["apiserver-gone-3"]).await;
+    web
+}
+
+/// Polls `check` until it holds, failing at once when the API server refused one of `kcm`'s
+/// requests.
+async fn works<F, Fut>(kcm: &Kcm, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let refused = refusals(kcm).await;
+        assert!(
+            refused.is_empty(),
+            "{what}: refused:\n{}",
+            refused.join("\n")
+        );
+        if check().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}\n{}",
+            kcm.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until every controller of `kcm` did its work on [`seed_workload`]'s objects, then
+/// deletes pod `web` and waits for its reservation to go; fails on any refused request.
+async fn every_controller_works(kcm: &Kcm, client: &Client, ns: &str, web: &Pod) {
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), ns);
+    let reservation = json!([{ "resource": "pods", "name": "web", "uid": web.uid() }]);
+    works(kcm, "web-gpu is reserved for web", || async {
+        reserved_for(&claims.get("web-gpu").await.unwrap()) == reservation
+    })
+    .await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    works(kcm, "the ttl controller annotates the node", || async {
+        let node = nodes.get(&format!("node-{ns}")).await.unwrap();
+        node.annotations().get(TTL_ANNOTATION).map(String::as_str) == Some("0")
+    })
+    .await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), ns);
+    works(kcm, "the quota counts the pods", || async {
+        quota_status(&quotas, "q", "used").await == json!({ "pods": "3" })
+    })
+    .await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
+    works(kcm, "the PDB allows one disruption", || async {
+        let status = pdb_status(&pdbs, "db").await;
+        status["expectedPods"] == 2 && status["disruptionsAllowed"] == 1
+    })
+    .await;
+    let versions: Api<StorageVersion> = Api::all(client.clone());
+    works(
+        kcm,
+        "the StorageVersion of a gone API server goes",
+        || async {
+            versions
+                .get_opt(&storage_version_name(ns))
+                .await
+                .unwrap()
+                .is_none()
+        },
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    pods.delete("web", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    works(kcm, "web's reservation is released", || async {
+        reserved_for(&claims.get("web-gpu").await.unwrap()).is_null()
+    })
+    .await;
+    let refused = refusals(kcm).await;
+    assert!(refused.is_empty(), "refused:\n{}", refused.join("\n"));
+}
+
+/// kcm as deploy/ runs it: ServiceAccount kube-system/kcm (a TokenRequest token), every
+/// controller under that identity, with deploy/'s RBAC as `kubectl apply -k` creates it.
+#[tokio::test]
+async fn under_deploys_rbac_no_request_is_refused() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    // Lease kube-system/kcm and the node count are cluster-wide.
+    let _exclusive = CLUSTER.write().await;
+    let client = plane.client().await;
+    let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
+    plane.kubectl(&["apply", "-k", deploy]);
+    let token = plane.kubectl(&[
+        "-n",
+        "kube-system",
+        "create",
+        "token",
+        "kcm",
+        "--duration=1h",
+    ]);
+    let kubeconfig = plane.kubeconfig_with_token("kcm-sa", token.trim());
+    let ns = plane.namespace(&client, "rbac").await;
+    let web = seed_workload(&client, &ns).await;
+    let mut args = vec!["--leader-elect=true"];
+    args.extend_from_slice(&FAST_LEASE);
+    let kcm = kcm(plane, &kubeconfig, &args);
+    every_controller_works(&kcm, &client, &ns, &web).await;
+}
+
+/// kcm as deploy/control-plane/ runs it: the controller manager's user (a client
+/// certificate) and `--use-service-account-credentials`: each controller as its own
+/// ServiceAccount with upstream's bootstrap role; only the Lease Role added.
+#[tokio::test]
+async fn with_service_account_credentials_no_request_is_refused() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    let _exclusive = CLUSTER.write().await;
+    let client = plane.client().await;
+    let control_plane = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/control-plane");
+    plane.kubectl(&["apply", "-k", control_plane]);
+    let kubeconfig = plane.user_kubeconfig(
+        "kube-controller-manager",
+        "system:kube-controller-manager",
+        &[],
+    );
+    let ns = plane.namespace(&client, "sa-credentials").await;
+    let web = seed_workload(&client, &ns).await;
+    let mut args = vec![
+        "--leader-elect=true",
+        "--use-service-account-credentials=true",
+    ];
+    args.extend_from_slice(&FAST_LEASE);
+    let kcm = kcm(plane, &kubeconfig, &args);
+    every_controller_works(&kcm, &client, &ns, &web).await;
+    // Each controller's writes were its own ServiceAccount's.
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client, "kube-system");
+    for account in [
+        "resourcequota-controller",
+        "resource-claim-controller",
+        "disruption-controller",
+        "ttl-controller",
+        "storage-version-garbage-collector",
+    ] {
+        assert!(
+            accounts.get_opt(account).await.unwrap().is_some(),
+            "kcm created ServiceAccount {account}"
+        );
+    }
+}
+
+// --- streaming lists, leader election -------------------------------------------------
+
+/// The API server's LISTs of `resource` so far (counted when they complete), and its open
+/// WATCHes of it (counted while they last).
+async fn lists_and_watches(plane: &ControlPlane, resource: &str) -> (f64, f64) {
+    let metrics = plane.metrics().await;
+    let lists = sample_sum(
+        &metrics,
+        "apiserver_request_total",
+        &[("verb", "LIST"), ("resource", resource)],
+    );
+    let watches = sample_sum(
+        &metrics,
+        "apiserver_longrunning_requests",
+        &[("verb", "WATCH"), ("resource", resource)],
+    );
+    (lists, watches)
+}
+
+#[tokio::test]
+async fn initial_state_streams_from_a_watch_without_listing_pods_or_nodes() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    // The API server's request counters are cluster-wide.
+    let _exclusive = CLUSTER.write().await;
+    let before = [
+        lists_and_watches(plane, "pods").await,
+        lists_and_watches(plane, "nodes").await,
+    ];
+    let kcm = kcm(plane, &plane.kubeconfig, &[]);
+    wait_synced(&kcm, &["pods", "nodes"]).await;
+    for (resource, before) in ["pods", "nodes"].into_iter().zip(before) {
+        let after = lists_and_watches(plane, resource).await;
+        assert_eq!(
+            after.0 - before.0,
+            0.0,
+            "{resource} were listed\n{}",
+            kcm.log()
+        );
+        assert!(after.1 > before.1, "no watch of {resource} opened");
+    }
+}
+
+/// `leader_election_master_status` of lease `name` in kcm's metrics.
+async fn leads(kcm: &Kcm, name: &str) -> bool {
+    kcm_metric(kcm, "leader_election_master_status", &[("name", name)]).await == 1.0
+}
+
+#[tokio::test]
+async fn a_warm_standby_takes_over_when_the_leader_is_killed() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    let _shared = CLUSTER.read().await;
+    let client = plane.client().await;
+    let ns = plane.namespace(&client, "leader").await;
+    // A Lease of this test's own, beside kube-system/kcm.
+    let lease = format!("--leader-elect-resource-name={ns}");
+    let mut args = vec![
+        "--leader-elect=true",
+        "--controllers=resourcequota-controller",
+        &lease,
+    ];
+    args.extend_from_slice(&FAST_LEASE);
+    let first = kcm(plane, &plane.kubeconfig, &args);
+    let second = kcm(plane, &plane.kubeconfig, &args);
+    let (leader, standby) = wait_for("one replica leads", || async {
+        match (leads(&first, &ns).await, leads(&second, &ns).await) {
+            (true, false) => Some((
+                first_or(&first, &second, true),
+                first_or(&first, &second, false),
+            )),
+            (false, true) => Some((
+                first_or(&first, &second, false),
+                first_or(&first, &second, true),
+            )),
+            _ => None,
+        }
+    })
+    .await;
+    eventually("the other replica is a warm standby", DEADLINE, || async {
+        kcm_metric(standby, "kcm_replica_state", &[("state", "warm_standby")]).await == 1.0
+    })
+    .await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    let holder = |lease: Lease| lease.spec.and_then(|s| s.holder_identity);
+    let first_holder = holder(leases.get(&ns).await.unwrap());
+    assert!(first_holder.is_some());
+
+    leader.signal("KILL");
+    eventually("the standby leads", DEADLINE, || async {
+        leads(standby, &ns).await
+    })
+    .await;
+    let second_holder = holder(leases.get(&ns).await.unwrap());
+    assert!(
+        second_holder.is_some() && second_holder != first_holder,
+        "{first_holder:?} then {second_holder:?}"
+    );
+    // And works.
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &ns);
+    create(
+        &quotas,
+        json!({ "metadata": { "name": "q" }, "spec": { "hard": { "pods": "1" } } }),
+    )
+    .await;
+    eventually("the new leader syncs the quota", DEADLINE, || async {
+        quota_status(&quotas, "q", "used").await == json!({ "pods": "0" })
+    })
+    .await;
+}
+
+/// `first` when `pick_first`, else `second`.
+fn first_or<'a>(first: &'a Kcm, second: &'a Kcm, pick_first: bool) -> &'a Kcm {
+    if pick_first { first } else { second }
+}
+
+// --- beside upstream -------------------------------------------------------------------
+
+/// Every series of `name` in kcm's metrics: (how many, their sum).
+async fn series(kcm: &Kcm, name: &str) -> (usize, f64) {
+    let (_, text) = kcm.get("/metrics").await.unwrap_or_default();
+    let prefix = format!("{name}{{");
+    let count = text.lines().filter(|l| l.starts_with(&prefix)).count();
+    (count, sample_sum(&text, name, &[]))
+}
+
+/// The controllers kcm counts reconciles of (`kcm_reconcile_total{controller}`).
+async fn reconciling_controllers(kcm: &Kcm) -> std::collections::BTreeSet<String> {
+    let (_, text) = kcm.get("/metrics").await.unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("kcm_reconcile_total{"))
+        .filter_map(|l| l.split_once('}'))
+        .flat_map(|(labels, _)| envtest::parse_labels(labels))
+        .filter(|(key, _)| key == "controller")
+        .map(|(_, value)| value)
+        .collect()
+}
+
+/// Upstream's kube-controller-manager running kcm's five controllers, as the admin, in the
+/// control plane's process group; killed when dropped.
+struct Upstream {
+    child: std::process::Child,
+    log: tempfile::NamedTempFile,
+}
+
+impl Upstream {
+    fn start(plane: &ControlPlane) -> Self {
+        let log = plane.log_file();
+        let child = plane
+            .command(plane.assets.join("kube-controller-manager"))
+            .arg(format!("--kubeconfig={}", plane.kubeconfig.display()))
+            .arg(format!("--controllers={ALL_CONTROLLERS}"))
+            .args([
+                "--leader-elect=false",
+                "--feature-gates=StorageVersionAPI=true",
+                "--secure-port=0",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(log.reopen().unwrap())
+            .spawn()
+            .expect("kube-controller-manager starts");
+        Self { child, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Upstream keeps the statuses; kcm `--shadow`, started once they settled, computes the same
+/// and would write nothing.
+#[tokio::test]
+async fn beside_upstream_kcm_in_shadow_would_write_nothing() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    // Upstream's controllers act on the whole cluster.
+    let _exclusive = CLUSTER.write().await;
+    let client = plane.client().await;
+    let upstream = Upstream::start(plane);
+    let ns = plane.namespace(&client, "beside").await;
+    let settled = |what: &'static str| {
+        let log = upstream.log();
+        move || format!("upstream: {what}\n{log}")
+    };
+
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &ns);
+    create(
+        &quotas,
+        json!({ "metadata": { "name": "all" }, "spec": { "hard": {
+            "pods": "10", "count/configmaps": "5", "count/resourceclaims.resource.k8s.io": "4" } } }),
+    )
+    .await;
+    create(
+        &quotas,
+        json!({ "metadata": { "name": "burstable" }, "spec": { "scopes": ["NotBestEffort"],
+            "hard": { "pods": "4", "requests.cpu": "2", "requests.memory": "1Gi" } } }),
+    )
+    .await;
+    create(
+        &quotas,
+        json!({ "metadata": { "name": "besteffort" }, "spec": { "scopes": ["BestEffort"],
+            "hard": { "pods": "5" } } }),
+    )
+    .await;
+    for name in ["all", "burstable", "besteffort"] {
+        let hard = || async { !quota_status(&quotas, name, "hard").await.is_null() };
+        if tokio::time::timeout(DEADLINE, async {
+            while !hard().await {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await
+        .is_err()
+        {
+            panic!("{}", settled("quota hard")());
+        }
+    }
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = format!("node-{ns}");
+    create(&nodes, json!({ "metadata": { "name": node } })).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    create(
+        &pods,
+        pod(
+            "web",
+            json!({}),
+            Some(json!({ "cpu": "500m", "memory": "128Mi" })),
+        ),
+    )
+    .await;
+    for name in ["db-0", "db-1", "db-2"] {
+        create(&pods, pod(name, json!({ "app": "db" }), None)).await;
+        run(&pods, name, name != "db-2").await;
+    }
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+    create(
+        &pdbs,
+        json!({ "metadata": { "name": "db" }, "spec": { "minAvailable": 1,
+            "selector": { "matchLabels": { "app": "db" } } } }),
+    )
+    .await;
+    // Requests of the whole pod (PodLevelResources), none of its container.
+    let mut sized = pod("sized", json!({}), None);
+    sized["spec"]["resources"] = json!({ "requests": { "cpu": "1", "memory": "256Mi" } });
+    create(&pods, sized).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    create(&configmaps, json!({ "metadata": { "name": "settings" } })).await;
+    let templates: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), &ns);
+    create(
+        &templates,
+        json!({ "metadata": { "name": "gpu" }, "spec": { "spec": { "devices": { "requests": [{
+            "name": "gpu", "exactly": { "deviceClassName": "gpu.example.com" } }] } } } }),
+    )
+    .await;
+    let mut trainer = pod("trainer", json!({}), None);
+    trainer["spec"]["nodeName"] = json!(node);
+    trainer["spec"]["resourceClaims"] =
+        json!([{ "name": "gpu", "resourceClaimTemplateName": "gpu" }]);
+    let trainer = create(&pods, trainer).await;
+    let live = live_apiserver_id(&client).await;
+    let version = storage_version_name(&ns);
+    storage_version(&client, &version, &[&live, "apiserver-gone-4"]).await;
+
+    // Upstream settles: the claim made, allocated (by this test) and reserved, every status.
+    let claim = wait_for("upstream makes the pod's claim", || async {
+        pods.get("trainer")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.resource_claim_statuses)
+            .and_then(|s| s.first().and_then(|s| s.resource_claim_name.clone()))
+    })
+    .await;
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &ns);
+    patch_status(
+        &claims,
+        &claim,
+        json!({ "allocation": { "devices": { "results": [{ "request": "gpu",
+            "driver": "gpu.example.com", "pool": node, "device": "gpu-0" }] } } }),
+    )
+    .await;
+    let reservation = json!([{ "resource": "pods", "name": "trainer", "uid": trainer.uid() }]);
+    eventually("upstream reserves the claim", DEADLINE, || async {
+        reserved_for(&claims.get(&claim).await.unwrap()) == reservation
+    })
+    .await;
+    eventually("upstream counts the quotas", DEADLINE, || async {
+        quota_status(&quotas, "all", "used").await
+            == json!({ "pods": "6", "count/configmaps": "1",
+                "count/resourceclaims.resource.k8s.io": "1" })
+            && quota_status(&quotas, "burstable", "used").await
+                == json!({ "pods": "2", "requests.cpu": "1500m", "requests.memory": "384Mi" })
+            && quota_status(&quotas, "besteffort", "used").await == json!({ "pods": "4" })
+    })
+    .await;
+    eventually("upstream's PDB status", DEADLINE, || async {
+        let status = pdb_status(&pdbs, "db").await;
+        status["currentHealthy"] == 2 && status["disruptionsAllowed"] == 1
+    })
+    .await;
+    eventually("upstream annotates the node", DEADLINE, || async {
+        let node = nodes.get(&node).await.unwrap();
+        node.annotations().get(TTL_ANNOTATION).is_some()
+    })
+    .await;
+    let versions: Api<StorageVersion> = Api::all(client.clone());
+    eventually("upstream drops the gone API server", DEADLINE, || async {
+        let status = versions.get(&version).await.unwrap().status;
+        status.and_then(|s| s.storage_versions).map(|v| v.len()) == Some(1)
+    })
+    .await;
+
+    // kcm cold-starts in shadow mode on the settled cluster and works through it all.
+    let shadow = kcm(plane, &plane.kubeconfig, &["--shadow"]);
+    works(&shadow, "kcm's stores sync", || async {
+        let (count, synced) = series(&shadow, "kcm_store_synced").await;
+        count > 0 && synced == count as f64
+    })
+    .await;
+    // storage-version-gc has nothing to reconcile: every entry left names a live API server.
+    let drained = || async {
+        let reconciled = reconciling_controllers(&shadow).await;
+        [
+            "resourcequota-controller",
+            "disruption-controller",
+            "resourceclaim-controller",
+            "ttl-controller",
+        ]
+        .iter()
+        .all(|c| reconciled.contains(*c))
+            && series(&shadow, "workqueue_depth").await.1 == 0.0
+            && series(&shadow, "workqueue_unfinished_work_seconds").await.1 == 0.0
+    };
+    works(
+        &shadow,
+        "each controller reconciled and kcm's queues drained",
+        drained,
+    )
+    .await;
+    let diffs = series(&shadow, "kcm_shadow_diffs_total").await.1;
+    let log = shadow.log();
+    let withheld: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("shadow: not writing"))
+        .collect();
+    assert!(
+        diffs == 0.0 && withheld.is_empty(),
+        "kcm would write {diffs} times beside upstream:\n{}",
+        withheld.join("\n")
+    );
+}
+
+// --- what kube-testserver learned ------------------------------------------------------
+
+/// What a server answers to a StorageVersion `name` getting `status`: "accepted" or the
+/// refusal's code and message.
+async fn storage_version_status_outcome(client: Client, name: &str, status: &Value) -> String {
+    let versions: Api<StorageVersion> = Api::all(client);
+    create(
+        &versions,
+        json!({ "metadata": { "name": name }, "spec": {} }),
+    )
+    .await;
+    let result = versions
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await;
+    versions
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    outcome(result)
+}
+
+/// kube-testserver accepted any StorageVersion status; the API server validates what
+/// storage-version-gc writes. Both now answer alike, word for word.
+#[tokio::test]
+async fn kube_testserver_validates_storage_version_statuses_as_the_api_server_does() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    // StorageVersions naming unknown API servers are storage-version-gc's to delete.
+    let _exclusive = CLUSTER.write().await;
+    let model = kube_testserver::TestServer::start().await;
+    let entry = |id: &str, version: &str| json!({ "apiServerID": id, "encodingVersion": version, "decodableVersions": [version] });
+    let condition = json!({ "type": "AllEncodingVersionsEqual", "status": "True",
+        "reason": "CommonEncodingVersionSet", "message": "Common encoding version set" });
+    let cases = [
+        json!({ "storageVersions": [entry("kas-1", "v1")] }),
+        json!({ "storageVersions": [entry("kas-1", "v1")], "commonEncodingVersion": "v1",
+            "conditions": [condition] }),
+        json!({ "storageVersions": [entry("kas-1", "v1")], "commonEncodingVersion": "v2" }),
+        json!({ "storageVersions": [entry("kas-1", "v1"), entry("kas-2", "apps/v1")] }),
+        json!({ "storageVersions": [entry("kas-1", "v1"), entry("kas-2", "apps/v1")],
+            "commonEncodingVersion": "v1" }),
+        json!({ "storageVersions": [entry("kas-1", "v1"), entry("kas-1", "v1")],
+            "commonEncodingVersion": "v1" }),
+        json!({ "storageVersions": [entry("kas/1", "v1")], "commonEncodingVersion": "v1" }),
+        json!({ "storageVersions": [{ "apiServerID": "kas-1", "encodingVersion": "v2",
+            "decodableVersions": ["v1"] }], "commonEncodingVersion": "v2" }),
+        json!({ "conditions": [{ "type": "AllEncodingVersionsEqual", "status": "True",
+            "reason": "CommonEncodingVersionSet" }] }),
+        json!({ "storageVersions": [] }),
+    ];
+    for (i, status) in cases.iter().enumerate() {
+        let name = format!("validation-{i}.example.com.widgets");
+        let real = storage_version_status_outcome(plane.client().await, &name, status).await;
+        let modelled = storage_version_status_outcome(model.client(), &name, status).await;
+        assert_eq!(modelled, real, "status {status}");
+    }
+}
+
+/// What a server answers to a write: "accepted" or the refusal's code and message.
+fn outcome<K>(result: Result<K, kube::Error>) -> String {
+    match result {
+        Ok(_) => "accepted".to_string(),
+        Err(kube::Error::Api(status)) => format!("{} {}", status.code, status.message),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// A ResourceClaim `name` in `ns` with status `first`, then `second` (merge patches): what
+/// the second write gets.
+async fn claim_status_outcome(
+    client: Client,
+    ns: &str,
+    name: &str,
+    first: &Value,
+    second: &Value,
+) -> String {
+    let claims: Api<ResourceClaim> = Api::namespaced(client, ns);
+    create(
+        &claims,
+        json!({ "metadata": { "name": name }, "spec": { "devices": { "requests": [{
+            "name": "gpu", "exactly": { "deviceClassName": "gpu.example.com" } }] } } }),
+    )
+    .await;
+    patch_status(&claims, name, first.clone()).await;
+    outcome(
+        claims
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": second })),
+            )
+            .await,
+    )
+}
+
+/// A pod `name` in `ns` with claim `gpu` getting `statuses` as its claim statuses.
+async fn pod_claim_statuses_outcome(
+    client: Client,
+    ns: &str,
+    name: &str,
+    statuses: &Value,
+) -> String {
+    let pods: Api<Pod> = Api::namespaced(client, ns);
+    let mut body = pod(name, json!({}), None);
+    body["spec"]["resourceClaims"] = json!([{ "name": "gpu", "resourceClaimTemplateName": "t" }]);
+    create(&pods, body).await;
+    outcome(
+        pods.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "resourceClaimStatuses": statuses } })),
+        )
+        .await,
+    )
+}
+
+/// kube-testserver accepted any claim status and any pod claim statuses; the API server
+/// validates what the resourceclaim controller writes. Both now answer alike (an allocation
+/// changed in place is refused by both, but the API server shows its Go value).
+#[tokio::test]
+async fn kube_testserver_validates_claim_writes_as_the_api_server_does() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    let _shared = CLUSTER.read().await;
+    let client = plane.client().await;
+    let ns = plane.namespace(&client, "validation").await;
+    let model = kube_testserver::TestServer::start().await;
+    let allocation = |device: &str| {
+        json!({ "devices": { "results": [{ "request": "gpu", "driver": "gpu.example.com",
+            "pool": "p", "device": device }] } })
+    };
+    let pod_a = json!({ "resource": "pods", "name": "a", "uid": "u1" });
+    let cases = [
+        (json!({}), json!({ "reservedFor": [pod_a] })),
+        (
+            json!({ "allocation": allocation("d"), "reservedFor": [pod_a] }),
+            json!({ "allocation": null }),
+        ),
+        (
+            json!({ "allocation": allocation("d") }),
+            json!({ "reservedFor": [pod_a, pod_a] }),
+        ),
+        (
+            json!({ "allocation": allocation("d"), "reservedFor": [pod_a] }),
+            json!({ "allocation": null, "reservedFor": null }),
+        ),
+        (
+            json!({ "allocation": allocation("d") }),
+            json!({ "reservedFor": [pod_a] }),
+        ),
+    ];
+    for (i, (first, second)) in cases.iter().enumerate() {
+        let name = format!("claim-{i}");
+        let real = claim_status_outcome(client.clone(), &ns, &name, first, second).await;
+        let modelled = claim_status_outcome(model.client(), "default", &name, first, second).await;
+        assert_eq!(modelled, real, "{first} then {second}");
+    }
+    let changed = claim_status_outcome(
+        client.clone(),
+        &ns,
+        "claim-changed",
+        &json!({ "allocation": allocation("d") }),
+        &json!({ "allocation": allocation("e") }),
+    )
+    .await;
+    let modelled = claim_status_outcome(
+        model.client(),
+        "default",
+        "claim-changed",
+        &json!({ "allocation": allocation("d") }),
+        &json!({ "allocation": allocation("e") }),
+    )
+    .await;
+    for answer in [&changed, &modelled] {
+        assert!(
+            answer.starts_with("422 ")
+                && answer.contains("is invalid: status.allocation: Invalid value: ")
+                && answer.ends_with(": field is immutable"),
+            "{answer}"
+        );
+    }
+
+    let statuses = [
+        json!([{ "name": "gpu", "resourceClaimName": "p-gpu-x" }]),
+        json!([{ "name": "nope", "resourceClaimName": "x" }]),
+        json!([{ "name": "gpu", "resourceClaimName": "x" }, { "name": "gpu", "resourceClaimName": "y" }]),
+        json!([{ "name": "gpu", "resourceClaimName": "X_bad" }]),
+    ];
+    for (i, statuses) in statuses.iter().enumerate() {
+        let name = format!("pod-{i}");
+        let real = pod_claim_statuses_outcome(client.clone(), &ns, &name, statuses).await;
+        let modelled = pod_claim_statuses_outcome(model.client(), "default", &name, statuses).await;
+        assert_eq!(modelled, real, "{statuses}");
+    }
+}
