@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::controllers::{Context, Descriptor};
+use crate::explain::endpoint;
 use crate::runtime::client::{ClientError, Clients, load_config};
 use crate::runtime::clock::{self, Clock};
 use crate::runtime::credentials::TokenPolicy;
@@ -193,12 +194,20 @@ pub async fn run_with_config(
             Err(serving::NotReady::ControllersNotSynced(pending))
         }
     });
+    let explain = endpoint::routes(endpoint::Endpoint {
+        informers: informers.clone(),
+        client: clients.client("explain")?,
+        gates: Arc::new(settings.feature_gates.clone()),
+        clock: clock.clone(),
+        leading: leading.clone(),
+    });
     if let Some(secure) = &settings.secure_serving {
         serving::serve_secure(
             secure,
             metrics.clone(),
             readiness.clone(),
             settings.profiling,
+            explain.clone(),
             stop.clone(),
         )
         .await?;
@@ -209,6 +218,7 @@ pub async fn run_with_config(
             metrics.clone(),
             readiness,
             settings.profiling,
+            explain,
             stop.clone(),
         )
         .await?;

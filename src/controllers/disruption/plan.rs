@@ -13,7 +13,7 @@ use kube::{Resource, ResourceExt};
 use super::budget::{count_healthy, disrupted_pods, expected_and_desired, new_status};
 use super::error::DisruptionError;
 use super::messages;
-use super::scale::ScaleError;
+use super::scale::{ExpectedScale, ScaleError};
 use crate::runtime::selector::{self, Selector};
 use crate::runtime::view::Pod;
 
@@ -68,9 +68,8 @@ pub fn pod_selector(pdb: &PodDisruptionBudget) -> Result<Selector, Box<BudgetPla
     })
 }
 
-/// The scale of the pods' controllers (`getExpectedScale`): their summed scale and the pods
-/// no controller owns, or why it could not be found.
-pub type Scale = Result<(i32, Vec<String>), ScaleError>;
+/// The scale of the pods' controllers (`getExpectedScale`), or why it could not be found.
+pub type Scale = Result<ExpectedScale, ScaleError>;
 
 /// `trySync` once the pods matching the PDB are known, and the scale when
 /// `needs_controller_scale` (`None` otherwise).
@@ -100,12 +99,12 @@ pub fn plan_budget(
     };
     let scale = match scale {
         None => None,
-        Some(Ok((scale, unmanaged))) => {
-            if !unmanaged.is_empty() {
+        Some(Ok(scale)) => {
+            if !scale.unmanaged.is_empty() {
                 let note = messages::unmanaged_pods(spec.selector.as_ref());
                 events.push(Event::warning(pdb_ref.clone(), "UnmanagedPods", note));
             }
-            Some(scale)
+            Some(scale.total())
         }
         Some(Err(err)) => {
             events.push(count_failed(&err));

@@ -2,7 +2,7 @@
 //! come from the shared stores; any other controller kind through its `/scale` subresource,
 //! found by discovery — upstream's finders, in upstream's order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
@@ -59,8 +59,41 @@ pub struct ScaleFinder {
     discovery: Arc<Mutex<HashMap<String, APIResourceList>>>,
 }
 
-/// A controller found for a pod: its UID (the key that de-duplicates) and desired replicas.
-type Found = Option<(String, i32)>;
+/// A controller found for a pod: its UID (the key that de-duplicates) and its scale.
+type Found = Option<(String, ControllerScale)>;
+
+/// One controller of a PDB's pods and how many pods it wants.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ControllerScale {
+    pub kind: String,
+    pub name: String,
+    pub replicas: i32,
+}
+
+impl ControllerScale {
+    fn new(kind: &str, name: &str, replicas: i32) -> Self {
+        Self {
+            kind: kind.to_string(),
+            name: name.to_string(),
+            replicas,
+        }
+    }
+}
+
+/// `getExpectedScale`'s answer: the pods' distinct controllers in the order their pods came,
+/// and the names of the pods no controller owns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpectedScale {
+    pub controllers: Vec<ControllerScale>,
+    pub unmanaged: Vec<String>,
+}
+
+impl ExpectedScale {
+    /// The summed scale of the controllers.
+    pub fn total(&self) -> i32 {
+        self.controllers.iter().map(|c| c.replicas).sum()
+    }
+}
 
 impl ScaleFinder {
     pub fn new(
@@ -80,17 +113,17 @@ impl ScaleFinder {
         }
     }
 
-    /// The summed scale of the pods' distinct controllers, and the names of pods that have no
+    /// The pods' distinct controllers with their scale, and the names of pods that have no
     /// controller. An error when a controller cannot be resolved.
-    pub async fn expected_scale(&self, pods: &[&Pod]) -> Result<(i32, Vec<String>), ScaleError> {
-        let mut scales: HashMap<String, i32> = HashMap::new();
-        let mut unmanaged = Vec::new();
+    pub async fn expected_scale(&self, pods: &[&Pod]) -> Result<ExpectedScale, ScaleError> {
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut expected = ExpectedScale::default();
         for pod in pods {
             let Some(owner) = pod.controller() else {
-                unmanaged.push(pod.name_any());
+                expected.unmanaged.push(pod.name_any());
                 continue;
             };
-            if scales.contains_key(&owner.uid) {
+            if seen.contains(&owner.uid) {
                 continue;
             }
             let ns = pod.namespace().unwrap_or_default();
@@ -103,9 +136,12 @@ impl ScaleFinder {
                     pod: pod.name_any(),
                 });
             };
-            scales.insert(uid, scale);
+            // A Deployment is found through each of its ReplicaSets: counted once.
+            if seen.insert(uid) {
+                expected.controllers.push(scale);
+            }
         }
-        Ok((scales.values().sum(), unmanaged))
+        Ok(expected)
     }
 
     /// The built-in finders: ReplicationController, Deployment through its ReplicaSet,
@@ -118,10 +154,9 @@ impl ScaleFinder {
                 let (name, ns) = key(&owner.name);
                 let rc = self.rcs.get(&ns, &name)?;
                 (rc.uid()? == owner.uid).then(|| {
-                    (
-                        owner.uid.clone(),
-                        rc.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
-                    )
+                    let replicas = rc.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+                    let scale = ControllerScale::new(&owner.kind, &owner.name, replicas);
+                    (owner.uid.clone(), scale)
                 })
             }
             "ReplicaSet" if APPS_GROUPS.contains(&group) => {
@@ -135,16 +170,31 @@ impl ScaleFinder {
                             return None;
                         }
                         let dep = self.deployments.get(ns, &dep_ref.name)?;
-                        (dep.uid()? == dep_ref.uid)
-                            .then(|| (dep_ref.uid.clone(), dep.spec.replicas.unwrap_or(1)))
+                        (dep.uid()? == dep_ref.uid).then(|| {
+                            let replicas = dep.spec.replicas.unwrap_or(1);
+                            let scale = ControllerScale::new("Deployment", &dep_ref.name, replicas);
+                            (dep_ref.uid.clone(), scale)
+                        })
                     }
-                    _ => Some((owner.uid.clone(), rs.spec.replicas.unwrap_or(1))),
+                    _ => Some((
+                        owner.uid.clone(),
+                        ControllerScale::new(
+                            &owner.kind,
+                            &owner.name,
+                            rs.spec.replicas.unwrap_or(1),
+                        ),
+                    )),
                 }
             }
             "StatefulSet" if group == "apps" => {
                 let sts = self.statefulsets.get(ns, &owner.name)?;
-                (sts.uid()? == owner.uid)
-                    .then(|| (owner.uid.clone(), sts.spec.replicas.unwrap_or(1)))
+                (sts.uid()? == owner.uid).then(|| {
+                    let replicas = sts.spec.replicas.unwrap_or(1);
+                    (
+                        owner.uid.clone(),
+                        ControllerScale::new(&owner.kind, &owner.name, replicas),
+                    )
+                })
             }
             _ => None,
         }
@@ -187,10 +237,11 @@ impl ScaleFinder {
         };
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &resource);
         match api.get_scale(&owner.name).await {
-            Ok(scale) if scale.metadata.uid.as_deref() == Some(owner.uid.as_str()) => Ok(Some((
-                owner.uid.clone(),
-                scale.spec.and_then(|s| s.replicas).unwrap_or(0),
-            ))),
+            Ok(scale) if scale.metadata.uid.as_deref() == Some(owner.uid.as_str()) => {
+                let replicas = scale.spec.and_then(|s| s.replicas).unwrap_or(0);
+                let scale = ControllerScale::new(&owner.kind, &owner.name, replicas);
+                Ok(Some((owner.uid.clone(), scale)))
+            }
             Ok(_) => Ok(None),
             Err(err) if is_not_found(&err) => {
                 let resource_name = if group.is_empty() {
