@@ -14,6 +14,7 @@ use crate::runtime::selector::is_dns1123_subdomain;
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
+    #[serde(rename = "apiServerID")]
     pub api_server_id: String,
     pub encoding_version: String,
     pub alive: bool,
