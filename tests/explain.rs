@@ -248,7 +248,7 @@ async fn a_pdb_is_explained_by_its_unready_pod_and_its_deployment() {
         assert_eq!(
             reasons["arithmetic"],
             json!([
-                "desiredHealthy = expectedPods 3 - maxUnavailable 1 (1) = 2",
+                "desiredHealthy = expectedPods 3 - maxUnavailable 1 = 2",
                 "disruptionsAllowed = currentHealthy 2 - desiredHealthy 2 = 0",
             ])
         );
@@ -307,7 +307,7 @@ async fn a_claim_reserved_for_a_finished_pod_is_released() {
     assert_eq!(
         stale["reasons"]["resourceClaim"]["reservedFor"],
         json!([{ "kind": "pods", "name": "trainer", "uid": trainer.uid().unwrap(), "stillNeeded": false,
-            "why": "the pod is done (succeeded, failed, or deleted before running)" }])
+            "why": "the pod is done: succeeded, failed, or deleted before it ran" }])
     );
     let pod = cli_json(&server, &["pod", "-n", "ml", "trainer"]).await;
     assert_eq!(pod["inSync"], false);

@@ -133,7 +133,7 @@ fn stale_text(why: StaleReservation, what: &str) -> String {
         StaleReservation::Gone => format!("the {what} is gone"),
         StaleReservation::Replaced => format!("the {what} was replaced (another UID)"),
         StaleReservation::Done => {
-            format!("the {what} is done (succeeded, failed, or deleted before running)")
+            format!("the {what} is done: succeeded, failed, or deleted before it ran")
         }
     }
 }

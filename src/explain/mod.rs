@@ -153,6 +153,8 @@ pub struct Explanation {
     pub differences: Vec<Difference>,
     /// What kcm does next with the object.
     pub next: String,
+    /// One key, the kind (`{"podDisruptionBudget": {…}}`), in JSON and YAML alike.
+    #[serde(with = "serde_yaml_ng::with::singleton_map")]
     pub reasons: Reasons,
 }
 

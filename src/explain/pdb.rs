@@ -111,10 +111,13 @@ fn arithmetic(pdb: &PodDisruptionBudget, status: &PodDisruptionBudgetStatus) -> 
     let allowed = status.disruptions_allowed.unwrap_or(0);
     let mut lines = Vec::new();
     match (&spec.max_unavailable, &spec.min_available) {
+        (Some(IntOrString::Int(max)), _) => lines.push(format!(
+            "desiredHealthy = expectedPods {expected} - maxUnavailable {max} = {desired}"
+        )),
         (Some(max), _) => {
             let unavailable = scaled_value(max, expected, true).unwrap_or(0);
             lines.push(format!(
-                "desiredHealthy = expectedPods {expected} - maxUnavailable {} ({unavailable}) = {desired}",
+                "desiredHealthy = expectedPods {expected} - maxUnavailable {} of {expected} rounded up ({unavailable}) = {desired}",
                 show(max)
             ));
         }

@@ -11,11 +11,40 @@ use super::quota::QuotaReasons;
 use super::storageversion::StorageVersionReasons;
 use super::{Explanation, Reasons};
 
+/// A status value in a line: lists by their elements' names (`-o json` has them whole),
+/// maps as `key=value`.
 fn value(v: &Value) -> String {
     match v {
         Value::Null => "(none)".into(),
         Value::String(s) => s.clone(),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(element).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Value::Object(map) => {
+            let pairs: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{k}={}", value(v)))
+                .collect();
+            format!("{{{}}}", pairs.join(", "))
+        }
         other => other.to_string(),
+    }
+}
+
+/// A list element by what names it: a condition by its type and status, a reservation by
+/// its name, a StorageVersion entry by its server.
+fn element(item: &Value) -> String {
+    let field = |name: &str| item.get(name).and_then(Value::as_str);
+    match (
+        field("type"),
+        field("status"),
+        field("name"),
+        field("apiServerID"),
+    ) {
+        (Some(kind), Some(status), _, _) => format!("{kind}={status}"),
+        (_, _, Some(name), _) | (_, _, _, Some(name)) => name.to_string(),
+        _ => value(item),
     }
 }
 
@@ -173,23 +202,16 @@ fn pod(out: &mut String, r: &PodReasons) {
 }
 
 fn node(out: &mut String, r: &NodeReasons) {
+    let from = r.step_down_below.unwrap_or(0);
+    let to = r
+        .step_up_above
+        .map_or("any number of".to_string(), |n| n.to_string());
     let _ = writeln!(
         out,
-        "{} nodes: TTL {}s (annotation {}, desired {})",
+        "{} nodes: TTL {}s (annotation {}); this step holds from {from} to {to} nodes (the steps overlap: hysteresis)",
         r.nodes,
         r.ttl_seconds,
-        r.annotation.as_deref().unwrap_or("(none)"),
-        r.desired
-    );
-    let up = r
-        .step_up_above
-        .map_or("never".to_string(), |n| format!("above {n} nodes"));
-    let down = r
-        .step_down_below
-        .map_or("never".to_string(), |n| format!("below {n} nodes"));
-    let _ = writeln!(
-        out,
-        "this step ends {up} (up) or {down} (down): the steps overlap, so a cluster at a boundary keeps its TTL"
+        r.annotation.as_deref().unwrap_or("none"),
     );
 }
 

@@ -59,6 +59,7 @@ async fn run(batch: bool) -> Result<(), Error> {
         log_path.display(),
     );
     let closing = closing(&demo.kubeconfig().display().to_string());
+    let closing = format!("{closing}{}", explain_hint(&demo.metrics_url()));
     let outcome = if batch {
         play_batch(&demo, &intro, &closing).await
     } else {
@@ -76,6 +77,16 @@ fn closing(kubeconfig: &str) -> String {
          To make a pod count, create it directly; the shop quota counts it at once:\n\
          \x20 kubectl --kubeconfig {kubeconfig} -n shop run extra --image=nginx\n\
          \x20 kubectl --kubeconfig {kubeconfig} -n shop get quota,pods\n"
+    )
+}
+
+/// One `kcm explain` worth trying: why the batch quota counts what it counts, from kcm's
+/// `/debug/explain` (its HTTP listener, beside `/metrics`).
+fn explain_hint(metrics_url: &str) -> String {
+    let explain = metrics_url.replace("/metrics", "/debug/explain/quota/batch/pods");
+    format!(
+        "Why the batch quota counts 2 pods (the finished jobs are left out; also `kcm explain`):\n\
+         \x20 curl -s {explain}\n"
     )
 }
 
