@@ -197,7 +197,7 @@ pub async fn run_with_config(
     let explain = endpoint::routes(endpoint::Endpoint {
         informers: informers.clone(),
         client: clients.client("explain")?,
-        gates: Arc::new(settings.feature_gates.clone()),
+        gates: settings.feature_gates,
         clock: clock.clone(),
         leading: leading.clone(),
     });

@@ -29,7 +29,7 @@ use crate::runtime::stored::NodeMeta;
 pub struct Endpoint {
     pub informers: Informers,
     pub client: Client,
-    pub gates: Arc<FeatureGates>,
+    pub gates: FeatureGates,
     pub clock: Clock,
     /// Only the leader's stores are the controllers' (a standby may hold none).
     pub leading: Arc<AtomicBool>,
