@@ -212,7 +212,12 @@ async fn deployment_with_pods(server: &TestServer) {
 
 #[tokio::test]
 async fn a_pdb_is_explained_by_its_unready_pod_and_its_deployment() {
-    let server = TestServer::start().await;
+    // No garbage collector: it would delete the pod whose owner is gone, below.
+    let options = kube_testserver::Options {
+        garbage_collector: false,
+        ..Default::default()
+    };
+    let server = TestServer::start_with(options).await.unwrap();
     namespace(&server, "shop").await;
     deployment_with_pods(&server).await;
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(server.client(), "shop");
@@ -267,6 +272,33 @@ async fn a_pdb_is_explained_by_its_unready_pod_and_its_deployment() {
     assert_eq!(fields(&stale), ["disruptionsAllowed"]);
     assert_eq!(stale["differences"][0]["stored"], 5);
     assert_eq!(stale["differences"][0]["desired"], 0);
+
+    // A pod whose ReplicaSet does not exist: kcm fails safe, and says what would end it.
+    seed_pod(
+        &server,
+        "shop",
+        json!({ "metadata": { "name": "orphan", "labels": { "app": "web" },
+            "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "gone", "uid": "no-such-uid", "controller": true }] },
+            "spec": { "containers": [{ "name": "c", "image": "i" }] },
+            "status": { "phase": "Running", "conditions": [{ "type": "Ready", "status": "True" }] } }),
+    );
+    let failing = cli_json(&server, &["pdb", "-n", "shop", "web"]).await;
+    assert_eq!(
+        failing["reasons"]["podDisruptionBudget"]["failSafe"],
+        json!({ "reason": "found no controllers for pod \"orphan\"",
+            "endsWhen": "pod orphan's controller exists (or the pod is deleted, or loses its owner reference)" })
+    );
+    let condition = failing["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["field"] == "conditions")
+        .expect("the condition changes");
+    assert_eq!(condition["desired"][0]["reason"], "SyncFailed");
+    assert_eq!(
+        condition["desired"][0]["message"],
+        "found no controllers for pod \"orphan\""
+    );
 }
 
 #[tokio::test]

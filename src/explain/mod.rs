@@ -220,3 +220,38 @@ impl Explanation {
         render::text(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn differences_are_the_top_level_fields_that_differ() {
+        let stored = json!({ "hard": { "pods": "10" }, "used": { "pods": "1" } });
+        let desired = json!({ "hard": { "pods": "10" }, "used": { "pods": "2" } });
+        assert_eq!(
+            differences(&stored, &desired),
+            [Difference {
+                field: "used".into(),
+                stored: json!({ "pods": "1" }),
+                desired: json!({ "pods": "2" }),
+            }]
+        );
+        assert!(differences(&stored, &stored).is_empty());
+        // An absent status against a written one: every written field.
+        let fields: Vec<String> = differences(&Value::Null, &desired)
+            .into_iter()
+            .map(|d| d.field)
+            .collect();
+        assert_eq!(fields, ["hard", "used"]);
+    }
+
+    #[test]
+    fn kinds_by_kubectl_names() {
+        assert_eq!(Kind::parse("PDB"), Some(Kind::PodDisruptionBudget));
+        assert_eq!(Kind::parse("resourcequotas"), Some(Kind::ResourceQuota));
+        assert_eq!(Kind::parse("configmap"), None);
+        assert!(!Kind::Node.namespaced() && Kind::Pod.namespaced());
+    }
+}
