@@ -32,7 +32,6 @@ pub enum Output {
 #[derive(Parser, Debug, Clone, PartialEq)]
 #[command(
     name = "kcm explain",
-    about,
     after_help = "Kinds: resourcequota (quota), poddisruptionbudget (pdb), resourceclaim (claim), \
                   pod (its claims), node (its TTL), storageversion. KIND/NAME works too."
 )]
@@ -116,6 +115,8 @@ impl ExplainOptions {
     /// Reads the cluster once and prints the answer in the chosen format.
     pub async fn run(&self) -> Result<String, ExplainArgsError> {
         let gates = self.gates()?;
+        // A wrong kind or a missing name is said before any connection is tried.
+        self.request("")?;
         let config = read::config(self.kubeconfig.as_deref(), self.context.as_deref()).await?;
         let request = self.request(&config.default_namespace)?;
         let client = kube::Client::try_from(config).map_err(ExplainArgsError::Client)?;
