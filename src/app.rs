@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::controllers::{Context, Descriptor};
+use crate::explain::endpoint;
 use crate::runtime::client::{ClientError, Clients, load_config};
 use crate::runtime::clock::{self, Clock};
 use crate::runtime::credentials::TokenPolicy;
@@ -201,12 +202,20 @@ pub async fn run_with_config(
             Err(serving::NotReady::ControllersNotSynced(pending))
         }
     });
+    let explain = endpoint::routes(endpoint::Endpoint {
+        informers: informers.clone(),
+        client: clients.client("explain")?,
+        gates: settings.feature_gates,
+        clock: clock.clone(),
+        leading: leading.clone(),
+    });
     if let Some(secure) = &settings.secure_serving {
         serving::serve_secure(
             secure,
             metrics.clone(),
             readiness.clone(),
             settings.profiling,
+            explain.clone(),
             stop.clone(),
         )
         .await?;
@@ -217,6 +226,7 @@ pub async fn run_with_config(
             metrics.clone(),
             readiness,
             settings.profiling,
+            explain,
             stop.clone(),
         )
         .await?;

@@ -5,6 +5,7 @@
 pub mod app;
 pub mod cli;
 pub mod controllers;
+pub mod explain;
 pub mod features;
 pub mod runtime;
 pub mod settings;

@@ -1,8 +1,10 @@
+use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
 use kcm::cli::Options;
+use kcm::cli::explain::{self, ExplainOptions};
 use kcm::settings::{LogFormat, Settings, verbosity_for};
 use tracing::Level;
 use tracing_subscriber::filter::{EnvFilter, filter_fn};
@@ -71,6 +73,16 @@ fn init_logging(settings: &Settings) {
 // start, 60.4 against 55.6 MiB after sync. Blocking work (DNS) still runs on tokio's blocking pool.
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if let Some(explain_args) = explain::explain_args(&args) {
+        return explain(explain_args).await;
+    }
+    if args.first().is_some_and(explain::is_kubectl_plugin) {
+        eprintln!(
+            "usage: kubectl kcm explain KIND [-n NAMESPACE] NAME (kubectl kcm explain --help)"
+        );
+        return ExitCode::FAILURE;
+    }
     let options = match Options::try_parse() {
         Ok(options) => options,
         Err(err) => {
@@ -105,6 +117,31 @@ async fn main() -> ExitCode {
         }
         Err(err) => {
             tracing::error!(error = %err, "kcm stopped");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `kcm explain …`: prints the answer, or the error (exit 1).
+async fn explain(args: Vec<OsString>) -> ExitCode {
+    let options = match ExplainOptions::try_parse_from(args) {
+        Ok(options) => options,
+        Err(err) => {
+            let _ = err.print();
+            return if err.use_stderr() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match options.run().await {
+        Ok(answer) => {
+            print!("{answer}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
             ExitCode::FAILURE
         }
     }

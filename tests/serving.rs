@@ -1250,3 +1250,31 @@ async fn profiling_false_serves_no_pprof() {
     );
     assert_eq!(kcm.get("/metrics").await.map(|(s, _)| s), Some(200));
 }
+
+/// `/debug/explain/…` answers from the leader's stores behind the same authorization as
+/// `/metrics`: a SubjectAccessReview of its path.
+#[tokio::test]
+async fn explain_is_served_behind_the_same_authorization_as_metrics() {
+    let server = TestServer::start().await;
+    server
+        .seed(
+            serde_json::json!({ "apiVersion": "v1", "kind": "Node", "metadata": { "name": "n1" } }),
+        )
+        .unwrap();
+    let path = "/debug/explain/node/n1";
+    server
+        .reviews()
+        .add_token("allowed-token", "operator", &["operators"]);
+    server.reviews().add_token("denied-token", "intruder", &[]);
+    server.reviews().allow("operators", "get", path);
+    let (kcm, addr) = start_secure(&server, &["--authentication-skip-lookup"]);
+    let client = Client::insecure(None);
+    wait_serving(&client, addr, &kcm).await;
+    eventually("the node's TTL explained", DEADLINE, || async {
+        let (status, body) = client.get(addr, path, Some("allowed-token")).await.unwrap();
+        status == 200 && body.starts_with("Node n1: in sync; next: keep the annotation\n")
+    })
+    .await;
+    let body = guarded(&client, addr, path).await;
+    assert!(body.contains("1 nodes: TTL 0s"), "{body}");
+}

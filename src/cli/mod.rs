@@ -52,6 +52,7 @@ macro_rules! unused_flags {
 }
 
 pub mod controllers;
+pub mod explain;
 pub mod generic;
 pub mod logs_metrics;
 pub mod serving;

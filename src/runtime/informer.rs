@@ -396,6 +396,8 @@ pub struct Informers {
     min_resync_period: Duration,
     /// Streamed (gate `WatchListClient`, on by default) or listed in pages.
     initial_list: InitialList,
+    /// Nothing is watched: each store holds what [`Informers::insert_listed`] put in.
+    listed_only: bool,
 }
 
 impl Informers {
@@ -408,7 +410,32 @@ impl Informers {
             synced: Arc::default(),
             min_resync_period: Duration::ZERO,
             initial_list: InitialList::default(),
+            listed_only: false,
         }
+    }
+
+    /// Informers that never watch (`kcm explain`'s one-time read): each type holds the
+    /// objects [`Informers::insert_listed`] gave it, a type nobody listed is empty, and every
+    /// store counts as synced. Controllers' code reads them as it reads watched ones.
+    pub fn listed(client: Client, metrics: Metrics) -> Self {
+        Self {
+            listed_only: true,
+            ..Self::new(client, metrics, CancellationToken::new())
+        }
+    }
+
+    /// Puts listed objects into the store of `K` (of informers made by [`Informers::listed`]).
+    pub fn insert_listed<K: Stored>(&self, objects: impl IntoIterator<Item = K::Watched>) {
+        let informer = self.get::<K>();
+        let mut store = informer.store.write();
+        for object in objects {
+            store.insert(Arc::new(K::from_watched(object)));
+        }
+    }
+
+    /// Whether the informer of `K` was started (by a controller, or by a warm standby).
+    pub fn is_started<K: Stored>(&self) -> bool {
+        lock(&self.started).contains_key(&TypeId::of::<K>())
     }
 
     /// How informers started from now on get their initial state (see
@@ -448,7 +475,7 @@ impl Informers {
 
     fn start<K: Stored>(&self) -> Arc<Informer<K>> {
         let resource = K::Watched::plural(&()).to_string();
-        let (synced, synced_rx) = watch::channel(false);
+        let (synced, synced_rx) = watch::channel(self.listed_only);
         let informer = Arc::new(Informer {
             store: Store::new(),
             dispatch: Mutex::new(Dispatch {
@@ -458,6 +485,9 @@ impl Informers {
             synced,
             failing: std::sync::atomic::AtomicBool::new(false),
         });
+        if self.listed_only {
+            return informer;
+        }
         self.export_sync(&resource, synced_rx.clone());
         lock(&self.synced).push((resource.clone(), synced_rx));
         let task_informer = informer.clone();

@@ -69,7 +69,8 @@ async fn run(batch: bool, log_path: &std::path::Path) -> Result<(), Error> {
         }
     } else {
         let kubectl = kubectl_hint(&demo.kubeconfig().display().to_string());
-        play_live(&demo, &format!("{intro}{kubectl}")).await
+        let closing = format!("{CLOSING}{}", explain_hint(&demo.metrics_url()));
+        play_live(&demo, &format!("{intro}{kubectl}"), &closing).await
     };
     demo.stop().await?;
     outcome
@@ -95,6 +96,16 @@ cluster's does (shop/compute is full and wants requests and limits):
   kubectl -n shop describe pdb web
 ";
 
+/// One `kcm explain` worth trying: why the batch quota counts what it counts, from kcm's
+/// `/debug/explain` (its HTTP listener, beside `/metrics`).
+fn explain_hint(metrics_url: &str) -> String {
+    let explain = metrics_url.replace("/metrics", "/debug/explain/quota/batch/pods");
+    format!(
+        "Why the batch quota counts 2 pods (the finished jobs are left out; also `kcm explain`):\n\
+         \x20 curl -s {explain}\n"
+    )
+}
+
 /// The script without pauses, then the final table.
 async fn play_batch(demo: &Demo, intro: &str) -> Result<(), Error> {
     println!("{intro}");
@@ -112,7 +123,7 @@ async fn play_batch(demo: &Demo, intro: &str) -> Result<(), Error> {
 
 /// The table, redrawn when it or the status line changes, while the script plays; then
 /// kcm keeps running until Ctrl-C.
-async fn play_live(demo: &Demo, intro: &str) -> Result<(), Error> {
+async fn play_live(demo: &Demo, intro: &str, closing: &str) -> Result<(), Error> {
     let terminal = std::io::stdout().is_terminal();
     let mut steps = SCRIPT.iter().copied();
     let mut last_step = tokio::time::Instant::now();
@@ -142,7 +153,7 @@ async fn play_live(demo: &Demo, intro: &str) -> Result<(), Error> {
                     format!("churn: {}", step.what())
                 }
                 None => {
-                    format!("script done; kcm keeps running. Try kubectl against it.\n\n{CLOSING}")
+                    format!("script done; kcm keeps running. Try kubectl against it.\n\n{closing}")
                 }
             };
         }

@@ -231,18 +231,46 @@ pub fn disrupted_pods(
     out
 }
 
+/// Why countHealthyPods does not count a pod, in its order of checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unhealthy {
+    /// It has a deletionTimestamp.
+    Terminating,
+    /// A `disruptedPods` entry (an eviction) within the deletion timeout: not counted until
+    /// this deadline.
+    Disrupted { until: Timestamp },
+    /// Its Ready condition is not True.
+    NotReady,
+}
+
+/// Whether countHealthyPods counts `pod`, or why not.
+pub fn pod_health(
+    pod: &Pod,
+    disrupted: &BTreeMap<String, Time>,
+    now: &Time,
+) -> Result<(), Unhealthy> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return Err(Unhealthy::Terminating);
+    }
+    // Skip pods disrupted within the deletion timeout.
+    if let Some(until) = disrupted
+        .get(pod_name(pod))
+        .map(deletion_deadline)
+        .filter(|deadline| *deadline > now.0)
+    {
+        return Err(Unhealthy::Disrupted { until });
+    }
+    if !is_pod_ready(pod) {
+        return Err(Unhealthy::NotReady);
+    }
+    Ok(())
+}
+
 /// countHealthyPods (§3.5 step 6): Ready pods that are neither being deleted
 /// nor recently disrupted. Phase is deliberately ignored, as upstream does.
 pub fn count_healthy(pods: &[&Pod], disrupted: &BTreeMap<String, Time>, now: &Time) -> i32 {
     pods.iter()
-        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
-        .filter(|pod| {
-            // Skip pods disrupted within the deletion timeout.
-            disrupted
-                .get(pod_name(pod))
-                .is_none_or(|t| deletion_deadline(t) <= now.0)
-        })
-        .filter(|pod| is_pod_ready(pod))
+        .filter(|pod| pod_health(pod, disrupted, now).is_ok())
         // Go counts in int32; wrap rather than panic on absurd sizes.
         .fold(0i32, |n, _| n.wrapping_add(1))
 }

@@ -13,8 +13,8 @@ pub mod budget;
 mod error;
 mod handlers;
 mod messages;
-mod plan;
-mod scale;
+pub mod plan;
+pub mod scale;
 mod stale;
 mod sync;
 

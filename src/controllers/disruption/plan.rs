@@ -110,7 +110,7 @@ pub fn plan_budget(
                 events.push(Event::warning(pdb_ref.clone(), "UnmanagedPods", note));
             }
             fix = expected.divergence();
-            Some(expected.replicas)
+            Some(expected.total())
         }
         Some(Err(err)) => {
             events.push(count_failed(&err));

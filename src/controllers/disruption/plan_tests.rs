@@ -22,6 +22,19 @@ fn failure(plan: &BudgetPlan) -> String {
     plan.status.as_ref().expect_err("a failed plan").to_string()
 }
 
+/// One ReplicaSet wanting `replicas`, and the pods no controller owns.
+fn scale(replicas: i32, unmanaged: &[&str]) -> ExpectedScale {
+    ExpectedScale {
+        controllers: vec![crate::controllers::disruption::scale::ControllerScale {
+            kind: "ReplicaSet".into(),
+            name: "rs".into(),
+            replicas,
+        }],
+        unmanaged: unmanaged.iter().map(|n| n.to_string()).collect(),
+        controller_gone: vec![],
+    }
+}
+
 fn from<T: serde::de::DeserializeOwned>(value: Value) -> T {
     serde_json::from_value(value).expect("valid test object")
 }
@@ -129,16 +142,7 @@ fn unmanaged_pods_are_a_warning_and_the_scale_counts() {
     assert!(needs_controller_scale(pdb.spec.as_ref().unwrap()));
     let pods = [ready_pod("a"), ready_pod("b"), ready_pod("c")];
     let refs: Vec<&Pod> = pods.iter().collect();
-    let plan = plan_budget(
-        &pdb,
-        &refs,
-        Some(Ok(ExpectedScale {
-            replicas: 4,
-            unmanaged: vec!["c".into()],
-            controller_gone: vec![],
-        })),
-        &now(),
-    );
+    let plan = plan_budget(&pdb, &refs, Some(Ok(scale(4, &["c"]))), &now());
     assert_eq!(
         events(&plan),
         [on_budget(
@@ -190,9 +194,8 @@ fn a_terminating_pod_whose_controller_is_gone_does_not_block_the_budget() {
     let refs: Vec<&Pod> = pods.iter().collect();
     // The new ReplicaSet's Deployment wants 3; "old" adds nothing.
     let scale = ExpectedScale {
-        replicas: 3,
-        unmanaged: vec![],
         controller_gone: vec!["old".into()],
+        ..scale(3, &[])
     };
     let plan = plan_budget(&pdb, &refs, Some(Ok(scale)), &now());
     assert!(
@@ -213,15 +216,7 @@ fn both_limits_fail_with_a_warning() {
     );
     let pods = [ready_pod("a")];
     let refs: Vec<&Pod> = pods.iter().collect();
-    let plan = plan_budget(
-        &pdb,
-        &refs,
-        Some(Ok(ExpectedScale {
-            replicas: 1,
-            ..ExpectedScale::default()
-        })),
-        &now(),
-    );
+    let plan = plan_budget(&pdb, &refs, Some(Ok(scale(1, &[]))), &now());
     assert_eq!(failure(&plan), BOTH_SET);
     assert_eq!(plan.events[0].reason, "CalculateExpectedPodCountFailed");
     assert_eq!(

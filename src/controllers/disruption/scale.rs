@@ -2,7 +2,7 @@
 //! come from the shared stores; any other controller kind through its `/scale` subresource,
 //! found by discovery — upstream's finders, in upstream's order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
@@ -59,25 +59,48 @@ pub struct ScaleFinder {
     discovery: Arc<Mutex<HashMap<String, APIResourceList>>>,
 }
 
-/// A controller found for a pod: its UID (the key that de-duplicates) and desired replicas.
-type Found = Option<(String, i32)>;
+/// A controller found for a pod: its UID (the key that de-duplicates) and its scale.
+type Found = Option<(String, ControllerScale)>;
 
-/// kubernetes#130723: upstream fails a PDB whose terminating pod's controller is gone (a
-/// rollout deleted the old ReplicaSet first), blocking evictions until the pod is gone.
-pub const TERMINATING_POD_WITHOUT_CONTROLLER: UpstreamFix = UpstreamFix("kubernetes#130723");
-
-/// What `getExpectedScale` found for a PDB's pods.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct ExpectedScale {
-    /// The summed scale of the pods' distinct controllers.
+/// One controller of a PDB's pods and how many pods it wants.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ControllerScale {
+    pub kind: String,
+    pub name: String,
     pub replicas: i32,
+}
+
+impl ControllerScale {
+    fn new(kind: &str, name: &str, replicas: i32) -> Self {
+        Self {
+            kind: kind.to_string(),
+            name: name.to_string(),
+            replicas,
+        }
+    }
+}
+
+/// `getExpectedScale`'s answer: the pods' distinct controllers in the order their pods came,
+/// and the names of the pods no controller owns or whose controller is gone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpectedScale {
+    pub controllers: Vec<ControllerScale>,
     /// Pods no controller owns (upstream's `unmanagedPods`).
     pub unmanaged: Vec<String>,
     /// Terminating pods whose controller no finder found, counted with scale 0.
     pub controller_gone: Vec<String>,
 }
 
+/// kubernetes#130723: upstream fails a PDB whose terminating pod's controller is gone (a
+/// rollout deleted the old ReplicaSet first), blocking evictions until the pod is gone.
+pub const TERMINATING_POD_WITHOUT_CONTROLLER: UpstreamFix = UpstreamFix("kubernetes#130723");
+
 impl ExpectedScale {
+    /// The summed scale of the controllers.
+    pub fn total(&self) -> i32 {
+        self.controllers.iter().map(|c| c.replicas).sum()
+    }
+
     /// A pod whose controller no finder found: upstream's `found no controllers` — but a
     /// terminating pod counts as it does while its old ReplicaSet still exists at 0 replicas
     /// (scale 0), so the budget is computed from the pods that remain (kubernetes#130723).
@@ -115,18 +138,18 @@ impl ScaleFinder {
         }
     }
 
-    /// The summed scale of the pods' distinct controllers, the pods that have no controller
-    /// and the terminating ones whose controller is gone. An error when a controller cannot
-    /// be resolved.
+    /// The pods' distinct controllers with their scale, the pods that have no controller and
+    /// the terminating ones whose controller is gone. An error when a controller cannot be
+    /// resolved.
     pub async fn expected_scale(&self, pods: &[&Pod]) -> Result<ExpectedScale, ScaleError> {
-        let mut scales: HashMap<String, i32> = HashMap::new();
+        let mut seen: HashSet<String> = HashSet::new();
         let mut expected = ExpectedScale::default();
         for pod in pods {
             let Some(owner) = pod.controller() else {
                 expected.unmanaged.push(pod.name_any());
                 continue;
             };
-            if scales.contains_key(&owner.uid) {
+            if seen.contains(&owner.uid) {
                 continue;
             }
             let ns = pod.namespace().unwrap_or_default();
@@ -134,14 +157,15 @@ impl ScaleFinder {
                 Some(found) => Some(found),
                 None => self.find_by_scale_subresource(owner, &ns).await?,
             };
-            match found {
-                Some((uid, scale)) => {
-                    scales.insert(uid, scale);
-                }
-                None => expected.controller_not_found(pod)?,
+            let Some((uid, scale)) = found else {
+                expected.controller_not_found(pod)?;
+                continue;
+            };
+            // A Deployment is found through each of its ReplicaSets: counted once.
+            if seen.insert(uid) {
+                expected.controllers.push(scale);
             }
         }
-        expected.replicas = scales.values().sum();
         Ok(expected)
     }
 
@@ -155,10 +179,9 @@ impl ScaleFinder {
                 let (name, ns) = key(&owner.name);
                 let rc = self.rcs.get(&ns, &name)?;
                 (rc.uid()? == owner.uid).then(|| {
-                    (
-                        owner.uid.clone(),
-                        rc.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
-                    )
+                    let replicas = rc.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+                    let scale = ControllerScale::new(&owner.kind, &owner.name, replicas);
+                    (owner.uid.clone(), scale)
                 })
             }
             "ReplicaSet" if APPS_GROUPS.contains(&group) => {
@@ -172,16 +195,31 @@ impl ScaleFinder {
                             return None;
                         }
                         let dep = self.deployments.get(ns, &dep_ref.name)?;
-                        (dep.uid()? == dep_ref.uid)
-                            .then(|| (dep_ref.uid.clone(), dep.spec.replicas.unwrap_or(1)))
+                        (dep.uid()? == dep_ref.uid).then(|| {
+                            let replicas = dep.spec.replicas.unwrap_or(1);
+                            let scale = ControllerScale::new("Deployment", &dep_ref.name, replicas);
+                            (dep_ref.uid.clone(), scale)
+                        })
                     }
-                    _ => Some((owner.uid.clone(), rs.spec.replicas.unwrap_or(1))),
+                    _ => Some((
+                        owner.uid.clone(),
+                        ControllerScale::new(
+                            &owner.kind,
+                            &owner.name,
+                            rs.spec.replicas.unwrap_or(1),
+                        ),
+                    )),
                 }
             }
             "StatefulSet" if group == "apps" => {
                 let sts = self.statefulsets.get(ns, &owner.name)?;
-                (sts.uid()? == owner.uid)
-                    .then(|| (owner.uid.clone(), sts.spec.replicas.unwrap_or(1)))
+                (sts.uid()? == owner.uid).then(|| {
+                    let replicas = sts.spec.replicas.unwrap_or(1);
+                    (
+                        owner.uid.clone(),
+                        ControllerScale::new(&owner.kind, &owner.name, replicas),
+                    )
+                })
             }
             _ => None,
         }
@@ -224,10 +262,11 @@ impl ScaleFinder {
         };
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &resource);
         match api.get_scale(&owner.name).await {
-            Ok(scale) if scale.metadata.uid.as_deref() == Some(owner.uid.as_str()) => Ok(Some((
-                owner.uid.clone(),
-                scale.spec.and_then(|s| s.replicas).unwrap_or(0),
-            ))),
+            Ok(scale) if scale.metadata.uid.as_deref() == Some(owner.uid.as_str()) => {
+                let replicas = scale.spec.and_then(|s| s.replicas).unwrap_or(0);
+                let scale = ControllerScale::new(&owner.kind, &owner.name, replicas);
+                Ok(Some((owner.uid.clone(), scale)))
+            }
             Ok(_) => Ok(None),
             Err(err) if is_not_found(&err) => {
                 let resource_name = if group.is_empty() {
@@ -303,7 +342,7 @@ mod tests {
         assert_eq!(expected.divergence(), None);
         expected.controller_not_found(&pod(true)).unwrap();
         assert_eq!(expected.controller_gone, ["web-old-1"]);
-        assert_eq!(expected.replicas, 0);
+        assert_eq!(expected.total(), 0);
         assert_eq!(
             expected.divergence(),
             Some(TERMINATING_POD_WITHOUT_CONTROLLER)

@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
+use crate::features::{FeatureGate, FeatureGates};
 use crate::runtime::podgroup::{self, PodGroup};
 use crate::runtime::stored::{controller_of, key_of};
 use crate::runtime::view::Pod;
@@ -38,6 +39,17 @@ pub struct Features {
     pub prioritized_list: bool,
     /// DRAWorkloadResourceClaims: claims shared by the pods of a PodGroup.
     pub workload_claims: bool,
+}
+
+impl Features {
+    /// The features the gates switch on.
+    pub fn of(gates: &FeatureGates) -> Self {
+        Self {
+            admin_access: gates.enabled(FeatureGate::DraAdminAccess),
+            prioritized_list: gates.enabled(FeatureGate::DraPrioritizedList),
+            workload_claims: gates.enabled(FeatureGate::DraWorkloadResourceClaims),
+        }
+    }
 }
 
 /// What a pod's claim entry names.
@@ -818,7 +830,33 @@ pub fn is_group_consumer(entry: &ResourceClaimConsumerReference) -> bool {
 /// from the API server when the store did not have it): it goes when the pod is gone,
 /// replaced (another UID), or done.
 pub fn keep_pod_reservation(entry: &ResourceClaimConsumerReference, pod: Option<&Pod>) -> bool {
-    pod.is_some_and(|pod| pod.metadata.uid.as_deref() == Some(&entry.uid) && !pod_is_done(pod))
+    pod_reservation(entry, pod).is_ok()
+}
+
+/// Why a reservation no longer holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StaleReservation {
+    /// No pod or PodGroup of that name.
+    Gone,
+    /// One of that name with another UID.
+    Replaced,
+    /// The pod succeeded or failed: it will not run again.
+    Done,
+}
+
+/// [`keep_pod_reservation`], with the reason when it does not hold.
+pub fn pod_reservation(
+    entry: &ResourceClaimConsumerReference,
+    pod: Option<&Pod>,
+) -> Result<(), StaleReservation> {
+    let pod = pod.ok_or(StaleReservation::Gone)?;
+    if pod.metadata.uid.as_deref() != Some(&entry.uid) {
+        return Err(StaleReservation::Replaced);
+    }
+    if pod_is_done(pod) {
+        return Err(StaleReservation::Done);
+    }
+    Ok(())
 }
 
 /// Whether a PodGroup reservation stays: it goes when the group is gone or replaced (a
@@ -827,7 +865,19 @@ pub fn keep_group_reservation(
     entry: &ResourceClaimConsumerReference,
     group: Option<&PodGroup>,
 ) -> bool {
-    group.is_some_and(|g| g.metadata.uid.as_deref() == Some(&entry.uid))
+    group_reservation(entry, group).is_ok()
+}
+
+/// [`keep_group_reservation`], with the reason when it does not hold.
+pub fn group_reservation(
+    entry: &ResourceClaimConsumerReference,
+    group: Option<&PodGroup>,
+) -> Result<(), StaleReservation> {
+    let group = group.ok_or(StaleReservation::Gone)?;
+    if group.metadata.uid.as_deref() != Some(&entry.uid) {
+        return Err(StaleReservation::Replaced);
+    }
+    Ok(())
 }
 
 fn has_finalizer(claim: &ResourceClaim) -> bool {

@@ -30,7 +30,7 @@ mod effects;
 mod error;
 mod handlers;
 mod metrics;
-mod plan;
+pub mod plan;
 mod sync;
 
 use std::num::NonZeroUsize;
@@ -212,11 +212,7 @@ impl ResourceClaims {
             recorder: ctx.recorder(REPORTER, CONTROLLER),
             bad_input: Arc::new(BadInput::new(CONTROLLER, ctx.metrics.clone())),
             creates,
-            features: Features {
-                admin_access: gates.enabled(FeatureGate::DraAdminAccess),
-                prioritized_list: gates.enabled(FeatureGate::DraPrioritizedList),
-                workload_claims,
-            },
+            features: Features::of(gates),
             queue: queue.clone(),
             ctx: ctx.clone(),
         };

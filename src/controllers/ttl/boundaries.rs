@@ -72,6 +72,21 @@ impl TtlState {
         (self.step != self.upstream_step).then_some(HYSTERESIS_KEPT_ON_RESTART)
     }
 
+    /// The index of the current step in [`BOUNDARIES`].
+    pub fn step(&self) -> usize {
+        self.step
+    }
+
+    /// The state after `nodes` nodes were added to an empty cluster: a controller that
+    /// starts now counts its first list so, one node at a time.
+    pub fn counted(nodes: usize) -> Self {
+        let mut state = Self::default();
+        for _ in 0..nodes {
+            state.node_added();
+        }
+        state
+    }
+
     /// A node appeared. Returns true when the desired TTL changed.
     pub fn node_added(&mut self) -> bool {
         self.node_count += 1;

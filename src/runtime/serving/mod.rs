@@ -1,5 +1,5 @@
 //! kcm's listeners: `/metrics`, `/healthz`, `/livez`, `/readyz`, and with `--profiling`
-//! `/debug/pprof/` ([`pprof`]).
+//! `/debug/pprof/` ([`pprof`]), and the debugging routes the caller adds (`/debug/explain/`).
 //!
 //! The secure port (`--secure-port`, 10257) serves them over TLS behind delegated
 //! authentication and authorization ([`auth`]), as kube-controller-manager does: the TLS
@@ -102,7 +102,14 @@ async fn ready(State(state): State<HttpState>) -> impl IntoResponse {
     }
 }
 
-fn router(metrics_registry: Metrics, readiness: Readiness, profiling: bool) -> Router {
+/// The routes of both listeners; `debug` adds kcm's debugging routes
+/// (`/debug/explain/…`), which the secure port guards as the others.
+fn router(
+    metrics_registry: Metrics,
+    readiness: Readiness,
+    profiling: bool,
+    debug: Router,
+) -> Router {
     let routes = if profiling {
         pprof::routes()
     } else {
@@ -117,6 +124,7 @@ fn router(metrics_registry: Metrics, readiness: Readiness, profiling: bool) -> R
             metrics: metrics_registry,
             readiness,
         })
+        .merge(debug)
 }
 
 async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServingError> {
@@ -132,6 +140,7 @@ pub async fn serve_plain(
     metrics_registry: Metrics,
     readiness: Readiness,
     profiling: bool,
+    debug: Router,
     shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, ServingError> {
     let listener = bind(addr).await?;
@@ -139,7 +148,7 @@ pub async fn serve_plain(
         .local_addr()
         .map_err(|source| ServingError::Listen { addr, source })?;
     tracing::warn!(address = %local, "serving /metrics, /healthz, /livez, /readyz over plain HTTP without authentication (--port); for development only");
-    let app = router(metrics_registry, readiness, profiling);
+    let app = router(metrics_registry, readiness, profiling, debug);
     Ok(tokio::spawn(async move {
         let serve = axum::serve(listener, app)
             .with_graceful_shutdown(async move { shutdown.cancelled().await });
@@ -157,6 +166,7 @@ pub async fn serve_secure(
     metrics_registry: Metrics,
     readiness: Readiness,
     profiling: bool,
+    debug: Router,
     shutdown: CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, ServingError> {
     let (serving, generated) = match &settings.cert_key {
@@ -258,7 +268,7 @@ pub async fn serve_secure(
             reloader.run(current, triggered, shutdown).await;
         }
     });
-    let app = router(metrics_registry, readiness, profiling)
+    let app = router(metrics_registry, readiness, profiling, debug)
         .layer(axum::middleware::from_fn_with_state(guard, auth::guard));
     let serve = accept::Serve {
         app,

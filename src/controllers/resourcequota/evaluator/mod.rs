@@ -119,6 +119,10 @@ pub trait Evaluator: Default + Send + Sync + 'static {
     fn volatile(&self, _object: &Self::Object) -> bool {
         false
     }
+    /// Why `usage` charges the object only its count (a terminal pod), for `kcm explain`.
+    fn left_out(&self, _object: &Self::Object, _at: &Snapshot) -> Option<String> {
+        None
+    }
     /// Whether an update may change usage (creations and deletions always may): the
     /// replenishment filter.
     fn update_matters(&self, old: &Self::Object, new: &Self::Object, at: &Snapshot) -> bool;
@@ -179,6 +183,20 @@ impl<'a> Snapshot<'a> {
     }
 }
 
+/// What one object charges a quota (`kcm explain`).
+#[derive(Debug, Clone)]
+pub struct Charge {
+    /// The evaluator's resource: `pods`, `services`, …
+    pub resource: &'static str,
+    pub name: String,
+    /// Whether the quota's scopes and scope selector select it; when not, it charges nothing
+    /// and `usage` is empty.
+    pub in_scope: bool,
+    pub usage: Usage,
+    /// Why it charges only its count, when it does.
+    pub left_out: Option<String>,
+}
+
 /// Replenishment: the objects of an evaluator in a namespace changed in a way that may
 /// change usage.
 pub type Replenish = Arc<dyn Fn(&str, &dyn Registered, &Snapshot) + Send + Sync>;
@@ -208,6 +226,12 @@ pub trait Registered: Send + Sync {
     /// Whether its objects have been listed (an object count's watch may keep failing).
     fn listed(&self) -> bool {
         true
+    }
+    /// What each object of `namespace` charges a quota with `scope` (`kcm explain`), from the
+    /// same `matches` and `usage` its sums are made of. None by default (no objects of its
+    /// own: object counts).
+    fn charges(&self, _namespace: &str, _scope: &QuotaScope, _at: &Snapshot) -> Vec<Charge> {
+        Vec::new()
     }
     /// Watches its objects' changes: they keep the totals, and those that may change usage
     /// call `replenish`. Nothing to watch by default (no objects of its own).
@@ -285,6 +309,21 @@ pub async fn start(
     started
 }
 
+/// The evaluators of the types in `informers` (already holding their objects: `kcm
+/// explain`), in registry order; `served` says whether the cluster serves an API version
+/// other than the core group's.
+pub fn over_informers(
+    informers: &Informers,
+    gates: QuotaGates,
+    served: impl Fn(&str) -> bool,
+) -> Vec<Arc<dyn Registered>> {
+    REGISTRY
+        .iter()
+        .filter(|entry| entry.is_core() || served(entry.api_version))
+        .map(|entry| (entry.start)(informers, gates))
+        .collect()
+}
+
 /// Where a typed evaluator reads its objects: the shared informer of their type (in unit
 /// tests, a plain list).
 pub trait Objects<K>: Send + Sync {
@@ -349,6 +388,29 @@ impl<E: Evaluator> Registered for Typed<E> {
             .usage(&self.evaluator, namespace, scope, names, at, || {
                 self.store.in_namespace(namespace)
             }))
+    }
+
+    fn charges(&self, namespace: &str, scope: &QuotaScope, at: &Snapshot) -> Vec<Charge> {
+        let objects = self.store.in_namespace(namespace);
+        objects
+            .iter()
+            .map(|object| {
+                let in_scope = self.evaluator.matches(object, scope);
+                let (usage, left_out) = if in_scope {
+                    let usage = self.evaluator.usage(object, at);
+                    (usage, self.evaluator.left_out(object, at))
+                } else {
+                    (Usage::default(), None)
+                };
+                Charge {
+                    resource: E::RESOURCE,
+                    name: object.place().1.to_string(),
+                    in_scope,
+                    usage,
+                    left_out,
+                }
+            })
+            .collect()
     }
 
     fn verify(

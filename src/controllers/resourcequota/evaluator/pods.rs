@@ -67,6 +67,10 @@ impl Evaluator for Pods {
         pod_usage(pod, &at.now, self.gates)
     }
 
+    fn left_out(&self, pod: &Pod, at: &Snapshot) -> Option<String> {
+        pod_quota_exclusion(pod, &at.now).map(|why| why.to_string())
+    }
+
     /// Only a pod with a deletionTimestamp can stop counting as time passes.
     fn volatile(&self, pod: &Pod) -> bool {
         pod.metadata.deletion_timestamp.is_some()
@@ -111,9 +115,23 @@ pub fn pod_matching<S: AsRef<str>>(names: &[S]) -> Vec<String> {
 /// `QuotaV1Pod`: false for terminal pods and pods past `deletionTimestamp +
 /// deletionGracePeriodSeconds`; such pods only count in `count/pods`.
 pub fn pod_counts_for_quota(pod: &Pod, now: &Time) -> bool {
+    pod_quota_exclusion(pod, now).is_none()
+}
+
+/// Why a pod counts only in `count/pods`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PodExclusion {
+    #[error("terminal (phase {0})")]
+    Terminal(String),
+    #[error("deleted, past its grace period")]
+    PastGracePeriod,
+}
+
+/// [`pod_counts_for_quota`]'s reason when it is false.
+pub fn pod_quota_exclusion(pod: &Pod, now: &Time) -> Option<PodExclusion> {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    if matches!(phase, Some("Failed" | "Succeeded")) {
-        return false;
+    if let Some(phase @ ("Failed" | "Succeeded")) = phase {
+        return Some(PodExclusion::Terminal(phase.to_string()));
     }
     let meta = &pod.metadata;
     if let (Some(deleted), Some(grace)) = (
@@ -123,10 +141,10 @@ pub fn pod_counts_for_quota(pod: &Pod, now: &Time) -> bool {
         // Go computes time.Duration(grace) * time.Second in int64, wrapping on overflow.
         let grace_nanos = i128::from(grace.wrapping_mul(1_000_000_000));
         if now.0.as_nanosecond() > deleted.saturating_add(grace_nanos) {
-            return false;
+            return Some(PodExclusion::PastGracePeriod);
         }
     }
-    true
+    None
 }
 
 /// pods.go `IsTerminating`: `activeDeadlineSeconds >= 0`.
