@@ -489,7 +489,7 @@ async fn unknown_gates_and_unused_flags_are_logged_once_and_kcm_runs() {
             "--controllers=ttl",
             "--leader-elect=false",
             "--feature-gates=kube:NoSuchGate=true,kube:GenericWorkload=true",
-            "--kube-api-content-type=application/vnd.kubernetes.protobuf",
+            "--kube-api-content-type=application/cbor",
             "--allocate-node-cidrs",
             "--concurrent-gc-syncs",
             "30",
@@ -500,7 +500,7 @@ async fn unknown_gates_and_unused_flags_are_logged_once_and_kcm_runs() {
     let log = kcm.log();
     for line in [
         "unrecognized feature gate: NoSuchGate",
-        "--kube-api-content-type=application/vnd.kubernetes.protobuf: kcm speaks application/json to the API server",
+        "--kube-api-content-type=application/cbor: kcm reads application/vnd.kubernetes.protobuf or application/json; reading application/json",
         "accepted, not used by kcm: --allocate-node-cidrs, --concurrent-gc-syncs",
     ] {
         assert_eq!(log.matches(line).count(), 1, "{line}:\n{log}");

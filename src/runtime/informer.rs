@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::listwatch::{InitialList, list_watch};
 use super::metrics::Metrics;
+use super::protobuf::ContentType;
 use super::queue::{QueueKey, WorkQueue};
 use super::stored::Stored;
 use crate::runtime::lock::lock;
@@ -394,6 +395,8 @@ pub struct Informers {
     min_resync_period: Duration,
     /// Streamed (gate `WatchListClient`, on by default) or listed in pages.
     initial_list: InitialList,
+    /// Whether the types that can be read in protobuf are (`--kube-api-content-type`).
+    content_type: ContentType,
 }
 
 impl Informers {
@@ -406,7 +409,14 @@ impl Informers {
             synced: Arc::default(),
             min_resync_period: Duration::ZERO,
             initial_list: InitialList::default(),
+            content_type: ContentType::default(),
         }
+    }
+
+    /// How informers started from now on read the types that can come in protobuf.
+    pub fn with_content_type(mut self, content_type: ContentType) -> Self {
+        self.content_type = content_type;
+        self
     }
 
     /// How informers started from now on get their initial state (see
@@ -463,9 +473,13 @@ impl Informers {
         let metrics = self.metrics.clone();
         let shutdown = self.shutdown.clone();
         let initial_list = self.initial_list;
+        let wire = match self.content_type {
+            ContentType::Protobuf => K::protobuf(),
+            ContentType::Json => None,
+        };
         tokio::spawn(async move {
             let api = Api::<K::Watched>::all(client);
-            let stream = list_watch(api, resource.clone(), initial_list).default_backoff();
+            let stream = list_watch(api, resource.clone(), initial_list, wire).default_backoff();
             let mut stream = std::pin::pin!(stream);
             loop {
                 let event = tokio::select! {
