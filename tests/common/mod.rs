@@ -9,6 +9,7 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube_testserver::rbac::allows;
 
 pub mod agent;
+pub mod envtest;
 pub mod proc;
 pub mod rbac;
 
@@ -58,10 +59,15 @@ pub const FAST_LEASE: [&str; 3] = [
 
 impl Kcm {
     pub fn start(kubeconfig: &Path, extra: &[&str]) -> Self {
+        Self::start_with(Command::new(env!("CARGO_BIN_EXE_kcm")), kubeconfig, extra)
+    }
+
+    /// As [`Kcm::start`], with `command` naming the binary (and e.g. its process group).
+    pub fn start_with(mut command: Command, kubeconfig: &Path, extra: &[&str]) -> Self {
         let port = free_port();
         let log = tempfile::NamedTempFile::new().expect("a log file");
         let stderr = log.reopen().expect("log file reopens");
-        let child = Command::new(env!("CARGO_BIN_EXE_kcm"))
+        let child = command
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .arg(format!("--port={port}"))
