@@ -619,3 +619,93 @@ fn events<K: Send + 'static, B: Buffer>(
     )
     .boxed()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first frame kube-apiserver v1.36.2 sent for a streaming watch of pods in an empty
+    /// namespace (`sendInitialEvents=true`): the bookmark that ends the initial state.
+    const BOOKMARK_FRAME: &[u8] = b"\x00\x00\x00\x90\x0a\x08BOOKMARK\x12\x83\x01\x0a\x80\x01k8s\x00\x0a\x09\x0a\x02v1\x12\x03Pod\x12\x6b\x0a\x36\x0a\x00\x12\x00\x1a\x00\x22\x00\x2a\x00\x32\x032088\x00\x42\x00\x62\x21\x0a\x19k8s.io/initial-events-end\x12\x04true\x12\x1c\x1a\x00\x32\x00\x42\x00\x4a\x00\x52\x00\x58\x00\x60\x00\x68\x00\x82\x01\x00\x8a\x01\x00\x9a\x01\x00\xc2\x01\x00\x1a\x13\x0a\x00\x1a\x00\x22\x00\x2a\x00\x32\x00\x4a\x00\x5a\x00\x72\x00\x88\x01\x00\x1a\x00\x22\x00";
+
+    fn no_object(_: Bytes) -> Result<(), DecodeError> {
+        panic!("a bookmark's object is read for its metadata only")
+    }
+
+    #[test]
+    fn a_bookmark_from_the_api_server_ends_the_initial_state() {
+        let mut frames = Frames::default();
+        frames.extend(BOOKMARK_FRAME);
+        let frame = frames.next().unwrap().expect("one whole frame");
+        assert!(frames.next().unwrap().is_none());
+        let WatchEvent::Bookmark(bookmark) = decode_event(frame, no_object).unwrap() else {
+            panic!("a bookmark")
+        };
+        assert_eq!(bookmark.metadata.resource_version, "208");
+        assert_eq!(
+            bookmark
+                .metadata
+                .annotations
+                .get("k8s.io/initial-events-end"),
+            Some(&"true".to_string())
+        );
+    }
+
+    #[test]
+    fn frames_and_lines_are_whole_however_the_body_is_chunked() {
+        let body: Vec<u8> = [BOOKMARK_FRAME, BOOKMARK_FRAME].concat();
+        for chunk in [1, 3, 4, 100, body.len()] {
+            let mut frames = Frames::default();
+            let mut whole = Vec::new();
+            for piece in body.chunks(chunk) {
+                frames.extend(piece);
+                while let Some(frame) = frames.next().unwrap() {
+                    whole.push(frame);
+                }
+            }
+            assert_eq!(whole, vec![&BOOKMARK_FRAME[4..]; 2], "chunks of {chunk}");
+        }
+        let text = b"{\"a\":1}\n\n{\"b\":2}\n{\"c\"";
+        let mut lines = Lines::default();
+        let mut whole = Vec::new();
+        for piece in text.chunks(2) {
+            lines.extend(piece);
+            while let Some(line) = lines.next() {
+                whole.push(line);
+            }
+        }
+        assert_eq!(whole, vec![&b"{\"a\":1}\n"[..], &b"{\"b\":2}\n"[..]]);
+    }
+
+    #[test]
+    fn bad_frames_are_errors() {
+        let mut frames = Frames::default();
+        frames.extend(&u32::MAX.to_be_bytes());
+        assert!(matches!(frames.next(), Err(DecodeError::FrameTooLarge(_))));
+        // An object without the envelope's magic number.
+        let mut event = BOOKMARK_FRAME[4..].to_vec();
+        event[16] = b'x';
+        assert!(matches!(
+            decode_event(Bytes::from(event), no_object),
+            Err(DecodeError::NoMagic)
+        ));
+        let unknown = b"\x0a\x04WHAT\x12\x06\x0a\x04k8s\x00";
+        assert!(matches!(
+            decode_event(Bytes::from_static(unknown), no_object),
+            Err(DecodeError::EventType(t)) if t == "WHAT"
+        ));
+    }
+
+    #[test]
+    fn a_zero_time_is_none_and_a_time_keeps_its_seconds() {
+        assert_eq!(pod::time_of(Some(TimePb::default())), None);
+        let time = pod::time_of(Some(TimePb {
+            seconds: Some(1_762_000_000),
+            nanos: Some(5),
+        }));
+        assert_eq!(
+            time.map(|t| t.0.to_string()).as_deref(),
+            Some("2025-11-01T12:26:40Z")
+        );
+    }
+}

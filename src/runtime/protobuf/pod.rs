@@ -256,7 +256,7 @@ struct ExtendedResourceRequestPb {
 
 /// A `metav1.Time`: Go writes a zero time as an empty message, and its JSON as null; only
 /// seconds are kept, as in JSON.
-fn time(time: Option<TimePb>) -> Option<Time> {
+pub(super) fn time_of(time: Option<TimePb>) -> Option<Time> {
     let seconds = time?.seconds?;
     Some(Time::from(TimePb {
         seconds: Some(seconds),
@@ -422,7 +422,7 @@ impl From<PodStatusPb> for view::PodStatus {
                     .into_iter()
                     .filter(|c| view::is_kept_condition(c.r#type.as_deref().unwrap_or_default()))
                     .map(|c| view::PodCondition {
-                        last_transition_time: time(c.last_transition_time),
+                        last_transition_time: time_of(c.last_transition_time),
                         reason: non_empty(c.reason).map(|r| intern(&r)),
                         status: intern(c.status.as_deref().unwrap_or_default()),
                         type_: intern(c.r#type.as_deref().unwrap_or_default()),
@@ -482,7 +482,7 @@ impl From<PodPb> for view::WatchedPod {
         let stored = view::Pod {
             metadata: PodMeta {
                 deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
-                deletion_timestamp: time(meta.deletion_timestamp),
+                deletion_timestamp: time_of(meta.deletion_timestamp),
                 name: non_empty(meta.name).map(String::into_boxed_str),
                 namespace: non_empty(meta.namespace).map(|n| intern(&n)),
                 resource_version: None,
