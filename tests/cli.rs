@@ -164,7 +164,6 @@ fn valid_value(flag: &UpstreamFlag) -> String {
         "emulated-version" | "min-compatibility-version" => Some("1.36"),
         "master" => Some("https://127.0.0.1:6443"),
         "logging-format" => Some("json"),
-        "kube-api-content-type" => Some("application/json"),
         "controller-start-interval" => Some("0s"),
         "cert-dir" | "kubeconfig" => Some("/tmp"),
         // Honoured serving flags: values the secure port accepts.
