@@ -11,8 +11,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::envtest::{self, ControlPlane, sample_sum};
-use common::{Kcm, eventually};
+use common::{FAST_LEASE, Kcm, eventually};
 use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, ResourceQuota, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
@@ -41,7 +42,12 @@ fn kcm(plane: &ControlPlane, kubeconfig: &Path, extra: &[&str]) -> Kcm {
         args.push("--leader-elect=false");
     }
     args.extend_from_slice(extra);
-    Kcm::start_with(plane.command(env!("CARGO_BIN_EXE_kcm")), kubeconfig, &args)
+    Kcm::start_with(
+        plane.command(env!("CARGO_BIN_EXE_kcm")),
+        plane.log_file(),
+        kubeconfig,
+        &args,
+    )
 }
 
 async fn create<K>(api: &Api<K>, body: Value) -> K
@@ -595,4 +601,639 @@ async fn storageversion_gc_drops_api_servers_without_an_identity_lease() {
         ids == [live.clone()] && status.common_encoding_version.as_deref() == Some("example.com/v1")
     })
     .await;
+}
+
+// --- kcm under deploy/'s RBAC ----------------------------------------------------------
+
+/// A StorageVersion name (`<group>.<resource>`) unique to namespace `ns`.
+fn storage_version_name(ns: &str) -> String {
+    format!("{ns}.example.com.widgets")
+}
+
+/// Fixtures every controller has work on, in `ns`: a node (ttl), a quota, a PDB over two
+/// ready pods, a StorageVersion whose only API server is gone, and an allocated claim used by
+/// pod `web`, bound to the node without a scheduler (resourceclaim reserves it). Returns `web`.
+async fn seed_workload(client: &Client, ns: &str) -> Pod {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = format!("node-{ns}");
+    create(&nodes, json!({ "metadata": { "name": node } })).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    for name in ["db-0", "db-1"] {
+        create(&pods, pod(name, json!({ "app": "db" }), None)).await;
+        run(&pods, name, true).await;
+    }
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
+    create(
+        &pdbs,
+        json!({ "metadata": { "name": "db" }, "spec": { "minAvailable": 1,
+            "selector": { "matchLabels": { "app": "db" } } } }),
+    )
+    .await;
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), ns);
+    create(
+        &claims,
+        json!({ "metadata": { "name": "web-gpu" }, "spec": { "devices": { "requests": [{
+            "name": "gpu", "exactly": { "deviceClassName": "gpu.example.com" } }] } } }),
+    )
+    .await;
+    patch_status(
+        &claims,
+        "web-gpu",
+        json!({ "allocation": { "devices": { "results": [{ "request": "gpu",
+            "driver": "gpu.example.com", "pool": node, "device": "gpu-0" }] } } }),
+    )
+    .await;
+    let mut web = pod("web", json!({}), None);
+    web["spec"]["nodeName"] = json!(node);
+    web["spec"]["resourceClaims"] = json!([{ "name": "gpu", "resourceClaimName": "web-gpu" }]);
+    let web = create(&pods, web).await;
+    // After the pods: quota admission refuses pods until the controller has written `hard`.
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), ns);
+    create(
+        &quotas,
+        json!({ "metadata": { "name": "q" }, "spec": { "hard": { "pods": "10" } } }),
+    )
+    .await;
+    storage_version(client, &storage_version_name(ns), &["apiserver-gone-3"]).await;
+    web
+}
+
+/// Polls `check` until it holds, failing at once when the API server refused one of `kcm`'s
+/// requests.
+async fn works<F, Fut>(kcm: &Kcm, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let refused = refusals(kcm).await;
+        assert!(
+            refused.is_empty(),
+            "{what}: refused:\n{}",
+            refused.join("\n")
+        );
+        if check().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}\n{}",
+            kcm.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until every controller of `kcm` did its work on [`seed_workload`]'s objects, then
+/// deletes pod `web` and waits for its reservation to go; fails on any refused request.
+async fn every_controller_works(kcm: &Kcm, client: &Client, ns: &str, web: &Pod) {
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), ns);
+    let reservation = json!([{ "resource": "pods", "name": "web", "uid": web.uid() }]);
+    works(kcm, "web-gpu is reserved for web", || async {
+        reserved_for(&claims.get("web-gpu").await.unwrap()) == reservation
+    })
+    .await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    works(kcm, "the ttl controller annotates the node", || async {
+        let node = nodes.get(&format!("node-{ns}")).await.unwrap();
+        node.annotations().get(TTL_ANNOTATION).map(String::as_str) == Some("0")
+    })
+    .await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), ns);
+    works(kcm, "the quota counts the pods", || async {
+        quota_status(&quotas, "q", "used").await == json!({ "pods": "3" })
+    })
+    .await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
+    works(kcm, "the PDB allows one disruption", || async {
+        let status = pdb_status(&pdbs, "db").await;
+        status["expectedPods"] == 2 && status["disruptionsAllowed"] == 1
+    })
+    .await;
+    let versions: Api<StorageVersion> = Api::all(client.clone());
+    works(
+        kcm,
+        "the StorageVersion of a gone API server goes",
+        || async {
+            versions
+                .get_opt(&storage_version_name(ns))
+                .await
+                .unwrap()
+                .is_none()
+        },
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    pods.delete("web", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    works(kcm, "web's reservation is released", || async {
+        reserved_for(&claims.get("web-gpu").await.unwrap()).is_null()
+    })
+    .await;
+    let refused = refusals(kcm).await;
+    assert!(refused.is_empty(), "refused:\n{}", refused.join("\n"));
+}
+
+/// kcm as deploy/ runs it: ServiceAccount kube-system/kcm (a TokenRequest token), every
+/// controller under that identity, with deploy/'s RBAC as `kubectl apply -k` creates it.
+#[tokio::test]
+async fn under_deploys_rbac_no_request_is_refused() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    // Lease kube-system/kcm and the node count are cluster-wide.
+    let _exclusive = CLUSTER.write().await;
+    let client = plane.client().await;
+    let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
+    plane.kubectl(&["apply", "-k", deploy]);
+    let token = plane.kubectl(&[
+        "-n",
+        "kube-system",
+        "create",
+        "token",
+        "kcm",
+        "--duration=1h",
+    ]);
+    let kubeconfig = plane.kubeconfig_with_token("kcm-sa", token.trim());
+    let ns = plane.namespace(&client, "rbac").await;
+    let web = seed_workload(&client, &ns).await;
+    let mut args = vec!["--leader-elect=true"];
+    args.extend_from_slice(&FAST_LEASE);
+    let kcm = kcm(plane, &kubeconfig, &args);
+    every_controller_works(&kcm, &client, &ns, &web).await;
+}
+
+/// kcm as deploy/control-plane/ runs it: the controller manager's user (a client
+/// certificate) and `--use-service-account-credentials`: each controller as its own
+/// ServiceAccount with upstream's bootstrap role; only the Lease Role added.
+#[tokio::test]
+async fn with_service_account_credentials_no_request_is_refused() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    let _exclusive = CLUSTER.write().await;
+    let client = plane.client().await;
+    let control_plane = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/control-plane");
+    plane.kubectl(&["apply", "-k", control_plane]);
+    let kubeconfig = plane.user_kubeconfig(
+        "kube-controller-manager",
+        "system:kube-controller-manager",
+        &[],
+    );
+    let ns = plane.namespace(&client, "sa-credentials").await;
+    let web = seed_workload(&client, &ns).await;
+    let mut args = vec![
+        "--leader-elect=true",
+        "--use-service-account-credentials=true",
+    ];
+    args.extend_from_slice(&FAST_LEASE);
+    let kcm = kcm(plane, &kubeconfig, &args);
+    every_controller_works(&kcm, &client, &ns, &web).await;
+    // Each controller's writes were its own ServiceAccount's.
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client, "kube-system");
+    for account in [
+        "resourcequota-controller",
+        "resource-claim-controller",
+        "disruption-controller",
+        "ttl-controller",
+        "storage-version-garbage-collector",
+    ] {
+        assert!(
+            accounts.get_opt(account).await.unwrap().is_some(),
+            "kcm created ServiceAccount {account}"
+        );
+    }
+}
+
+// --- streaming lists, leader election -------------------------------------------------
+
+/// The API server's LISTs of `resource` so far (counted when they complete), and its open
+/// WATCHes of it (counted while they last).
+async fn lists_and_watches(plane: &ControlPlane, resource: &str) -> (f64, f64) {
+    let metrics = plane.metrics().await;
+    let lists = sample_sum(
+        &metrics,
+        "apiserver_request_total",
+        &[("verb", "LIST"), ("resource", resource)],
+    );
+    let watches = sample_sum(
+        &metrics,
+        "apiserver_longrunning_requests",
+        &[("verb", "WATCH"), ("resource", resource)],
+    );
+    (lists, watches)
+}
+
+#[tokio::test]
+async fn initial_state_streams_from_a_watch_without_listing_pods_or_nodes() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    // The API server's request counters are cluster-wide.
+    let _exclusive = CLUSTER.write().await;
+    let before = [
+        lists_and_watches(plane, "pods").await,
+        lists_and_watches(plane, "nodes").await,
+    ];
+    let kcm = kcm(plane, &plane.kubeconfig, &[]);
+    wait_synced(&kcm, &["pods", "nodes"]).await;
+    for (resource, before) in ["pods", "nodes"].into_iter().zip(before) {
+        let after = lists_and_watches(plane, resource).await;
+        assert_eq!(
+            after.0 - before.0,
+            0.0,
+            "{resource} were listed\n{}",
+            kcm.log()
+        );
+        assert!(after.1 > before.1, "no watch of {resource} opened");
+    }
+}
+
+/// `leader_election_master_status` of lease `name` in kcm's metrics.
+async fn leads(kcm: &Kcm, name: &str) -> bool {
+    kcm_metric(kcm, "leader_election_master_status", &[("name", name)]).await == 1.0
+}
+
+#[tokio::test]
+async fn a_warm_standby_takes_over_when_the_leader_is_killed() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    let _shared = CLUSTER.read().await;
+    let client = plane.client().await;
+    let ns = plane.namespace(&client, "leader").await;
+    // A Lease of this test's own, beside kube-system/kcm.
+    let lease = format!("--leader-elect-resource-name={ns}");
+    let mut args = vec![
+        "--leader-elect=true",
+        "--controllers=resourcequota-controller",
+        &lease,
+    ];
+    args.extend_from_slice(&FAST_LEASE);
+    let first = kcm(plane, &plane.kubeconfig, &args);
+    let second = kcm(plane, &plane.kubeconfig, &args);
+    let (leader, standby) = wait_for("one replica leads", || async {
+        match (leads(&first, &ns).await, leads(&second, &ns).await) {
+            (true, false) => Some((
+                first_or(&first, &second, true),
+                first_or(&first, &second, false),
+            )),
+            (false, true) => Some((
+                first_or(&first, &second, false),
+                first_or(&first, &second, true),
+            )),
+            _ => None,
+        }
+    })
+    .await;
+    eventually("the other replica is a warm standby", DEADLINE, || async {
+        kcm_metric(standby, "kcm_replica_state", &[("state", "warm_standby")]).await == 1.0
+    })
+    .await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+    let holder = |lease: Lease| lease.spec.and_then(|s| s.holder_identity);
+    let first_holder = holder(leases.get(&ns).await.unwrap());
+    assert!(first_holder.is_some());
+
+    leader.signal("KILL");
+    eventually("the standby leads", DEADLINE, || async {
+        leads(standby, &ns).await
+    })
+    .await;
+    let second_holder = holder(leases.get(&ns).await.unwrap());
+    assert!(
+        second_holder.is_some() && second_holder != first_holder,
+        "{first_holder:?} then {second_holder:?}"
+    );
+    // And works.
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &ns);
+    create(
+        &quotas,
+        json!({ "metadata": { "name": "q" }, "spec": { "hard": { "pods": "1" } } }),
+    )
+    .await;
+    eventually("the new leader syncs the quota", DEADLINE, || async {
+        quota_status(&quotas, "q", "used").await == json!({ "pods": "0" })
+    })
+    .await;
+}
+
+/// `first` when `pick_first`, else `second`.
+fn first_or<'a>(first: &'a Kcm, second: &'a Kcm, pick_first: bool) -> &'a Kcm {
+    if pick_first { first } else { second }
+}
+
+// --- beside upstream -------------------------------------------------------------------
+
+/// Every series of `name` in kcm's metrics: (how many, their sum).
+async fn series(kcm: &Kcm, name: &str) -> (usize, f64) {
+    let (_, text) = kcm.get("/metrics").await.unwrap_or_default();
+    let prefix = format!("{name}{{");
+    let count = text.lines().filter(|l| l.starts_with(&prefix)).count();
+    (count, sample_sum(&text, name, &[]))
+}
+
+/// The controllers kcm counts reconciles of (`kcm_reconcile_total{controller}`).
+async fn reconciling_controllers(kcm: &Kcm) -> std::collections::BTreeSet<String> {
+    let (_, text) = kcm.get("/metrics").await.unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("kcm_reconcile_total{"))
+        .filter_map(|l| l.split_once('}'))
+        .flat_map(|(labels, _)| envtest::parse_labels(labels))
+        .filter(|(key, _)| key == "controller")
+        .map(|(_, value)| value)
+        .collect()
+}
+
+/// Upstream's kube-controller-manager running kcm's five controllers, as the admin, in the
+/// control plane's process group; killed when dropped.
+struct Upstream {
+    child: std::process::Child,
+    log: tempfile::NamedTempFile,
+}
+
+impl Upstream {
+    fn start(plane: &ControlPlane) -> Self {
+        let log = plane.log_file();
+        let child = plane
+            .command(plane.assets.join("kube-controller-manager"))
+            .arg(format!("--kubeconfig={}", plane.kubeconfig.display()))
+            .arg(format!("--controllers={ALL_CONTROLLERS}"))
+            .args([
+                "--leader-elect=false",
+                "--feature-gates=StorageVersionAPI=true",
+                "--secure-port=0",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(log.reopen().unwrap())
+            .spawn()
+            .expect("kube-controller-manager starts");
+        Self { child, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Upstream keeps the statuses; kcm `--shadow`, started once they settled, computes the same
+/// and would write nothing.
+#[tokio::test]
+async fn beside_upstream_kcm_in_shadow_would_write_nothing() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    // Upstream's controllers act on the whole cluster.
+    let _exclusive = CLUSTER.write().await;
+    let client = plane.client().await;
+    let upstream = Upstream::start(plane);
+    let ns = plane.namespace(&client, "beside").await;
+    let settled = |what: &'static str| {
+        let log = upstream.log();
+        move || format!("upstream: {what}\n{log}")
+    };
+
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &ns);
+    create(
+        &quotas,
+        json!({ "metadata": { "name": "all" }, "spec": { "hard": {
+            "pods": "10", "count/configmaps": "5", "count/resourceclaims.resource.k8s.io": "4" } } }),
+    )
+    .await;
+    create(
+        &quotas,
+        json!({ "metadata": { "name": "burstable" }, "spec": { "scopes": ["NotBestEffort"],
+            "hard": { "pods": "4", "requests.cpu": "2", "requests.memory": "1Gi" } } }),
+    )
+    .await;
+    create(
+        &quotas,
+        json!({ "metadata": { "name": "besteffort" }, "spec": { "scopes": ["BestEffort"],
+            "hard": { "pods": "5" } } }),
+    )
+    .await;
+    for name in ["all", "burstable", "besteffort"] {
+        let hard = || async { !quota_status(&quotas, name, "hard").await.is_null() };
+        if tokio::time::timeout(DEADLINE, async {
+            while !hard().await {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await
+        .is_err()
+        {
+            panic!("{}", settled("quota hard")());
+        }
+    }
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = format!("node-{ns}");
+    create(&nodes, json!({ "metadata": { "name": node } })).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    create(
+        &pods,
+        pod(
+            "web",
+            json!({}),
+            Some(json!({ "cpu": "500m", "memory": "128Mi" })),
+        ),
+    )
+    .await;
+    for name in ["db-0", "db-1", "db-2"] {
+        create(&pods, pod(name, json!({ "app": "db" }), None)).await;
+        run(&pods, name, name != "db-2").await;
+    }
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+    create(
+        &pdbs,
+        json!({ "metadata": { "name": "db" }, "spec": { "minAvailable": 1,
+            "selector": { "matchLabels": { "app": "db" } } } }),
+    )
+    .await;
+    // Requests of the whole pod (PodLevelResources), none of its container.
+    let mut sized = pod("sized", json!({}), None);
+    sized["spec"]["resources"] = json!({ "requests": { "cpu": "1", "memory": "256Mi" } });
+    create(&pods, sized).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    create(&configmaps, json!({ "metadata": { "name": "settings" } })).await;
+    let templates: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), &ns);
+    create(
+        &templates,
+        json!({ "metadata": { "name": "gpu" }, "spec": { "spec": { "devices": { "requests": [{
+            "name": "gpu", "exactly": { "deviceClassName": "gpu.example.com" } }] } } } }),
+    )
+    .await;
+    let mut trainer = pod("trainer", json!({}), None);
+    trainer["spec"]["nodeName"] = json!(node);
+    trainer["spec"]["resourceClaims"] =
+        json!([{ "name": "gpu", "resourceClaimTemplateName": "gpu" }]);
+    let trainer = create(&pods, trainer).await;
+    let live = live_apiserver_id(&client).await;
+    let version = storage_version_name(&ns);
+    storage_version(&client, &version, &[&live, "apiserver-gone-4"]).await;
+
+    // Upstream settles: the claim made, allocated (by this test) and reserved, every status.
+    let claim = wait_for("upstream makes the pod's claim", || async {
+        pods.get("trainer")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.resource_claim_statuses)
+            .and_then(|s| s.first().and_then(|s| s.resource_claim_name.clone()))
+    })
+    .await;
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &ns);
+    patch_status(
+        &claims,
+        &claim,
+        json!({ "allocation": { "devices": { "results": [{ "request": "gpu",
+            "driver": "gpu.example.com", "pool": node, "device": "gpu-0" }] } } }),
+    )
+    .await;
+    let reservation = json!([{ "resource": "pods", "name": "trainer", "uid": trainer.uid() }]);
+    eventually("upstream reserves the claim", DEADLINE, || async {
+        reserved_for(&claims.get(&claim).await.unwrap()) == reservation
+    })
+    .await;
+    eventually("upstream counts the quotas", DEADLINE, || async {
+        quota_status(&quotas, "all", "used").await
+            == json!({ "pods": "6", "count/configmaps": "1",
+                "count/resourceclaims.resource.k8s.io": "1" })
+            && quota_status(&quotas, "burstable", "used").await
+                == json!({ "pods": "2", "requests.cpu": "1500m", "requests.memory": "384Mi" })
+            && quota_status(&quotas, "besteffort", "used").await == json!({ "pods": "4" })
+    })
+    .await;
+    eventually("upstream's PDB status", DEADLINE, || async {
+        let status = pdb_status(&pdbs, "db").await;
+        status["currentHealthy"] == 2 && status["disruptionsAllowed"] == 1
+    })
+    .await;
+    eventually("upstream annotates the node", DEADLINE, || async {
+        let node = nodes.get(&node).await.unwrap();
+        node.annotations().get(TTL_ANNOTATION).is_some()
+    })
+    .await;
+    let versions: Api<StorageVersion> = Api::all(client.clone());
+    eventually("upstream drops the gone API server", DEADLINE, || async {
+        let status = versions.get(&version).await.unwrap().status;
+        status.and_then(|s| s.storage_versions).map(|v| v.len()) == Some(1)
+    })
+    .await;
+
+    // kcm cold-starts in shadow mode on the settled cluster and works through it all.
+    let shadow = kcm(plane, &plane.kubeconfig, &["--shadow"]);
+    works(&shadow, "kcm's stores sync", || async {
+        let (count, synced) = series(&shadow, "kcm_store_synced").await;
+        count > 0 && synced == count as f64
+    })
+    .await;
+    // storage-version-gc has nothing to reconcile: every entry left names a live API server.
+    let drained = || async {
+        let reconciled = reconciling_controllers(&shadow).await;
+        [
+            "resourcequota-controller",
+            "disruption-controller",
+            "resourceclaim-controller",
+            "ttl-controller",
+        ]
+        .iter()
+        .all(|c| reconciled.contains(*c))
+            && series(&shadow, "workqueue_depth").await.1 == 0.0
+            && series(&shadow, "workqueue_unfinished_work_seconds").await.1 == 0.0
+    };
+    works(
+        &shadow,
+        "each controller reconciled and kcm's queues drained",
+        drained,
+    )
+    .await;
+    let diffs = series(&shadow, "kcm_shadow_diffs_total").await.1;
+    let log = shadow.log();
+    let withheld: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("shadow: not writing"))
+        .collect();
+    assert!(
+        diffs == 0.0 && withheld.is_empty(),
+        "kcm would write {diffs} times beside upstream:\n{}",
+        withheld.join("\n")
+    );
+}
+
+// --- what kube-testserver learned ------------------------------------------------------
+
+/// What a server answers to a StorageVersion `name` getting `status`: "accepted" or the
+/// refusal's code and message.
+async fn storage_version_status_outcome(client: Client, name: &str, status: &Value) -> String {
+    let versions: Api<StorageVersion> = Api::all(client);
+    create(
+        &versions,
+        json!({ "metadata": { "name": name }, "spec": {} }),
+    )
+    .await;
+    let result = versions
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await;
+    versions
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    match result {
+        Ok(_) => "accepted".to_string(),
+        Err(kube::Error::Api(status)) => format!("{} {}", status.code, status.message),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// kube-testserver accepted any StorageVersion status; the API server validates what
+/// storage-version-gc writes. Both now answer alike, word for word.
+#[tokio::test]
+async fn kube_testserver_validates_storage_version_statuses_as_the_api_server_does() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    // StorageVersions naming unknown API servers are storage-version-gc's to delete.
+    let _exclusive = CLUSTER.write().await;
+    let model = kube_testserver::TestServer::start().await;
+    let entry = |id: &str, version: &str| json!({ "apiServerID": id, "encodingVersion": version, "decodableVersions": [version] });
+    let condition = json!({ "type": "AllEncodingVersionsEqual", "status": "True",
+        "reason": "CommonEncodingVersionSet", "message": "Common encoding version set" });
+    let cases = [
+        json!({ "storageVersions": [entry("kas-1", "v1")] }),
+        json!({ "storageVersions": [entry("kas-1", "v1")], "commonEncodingVersion": "v1",
+            "conditions": [condition] }),
+        json!({ "storageVersions": [entry("kas-1", "v1")], "commonEncodingVersion": "v2" }),
+        json!({ "storageVersions": [entry("kas-1", "v1"), entry("kas-2", "apps/v1")] }),
+        json!({ "storageVersions": [entry("kas-1", "v1"), entry("kas-2", "apps/v1")],
+            "commonEncodingVersion": "v1" }),
+        json!({ "storageVersions": [entry("kas-1", "v1"), entry("kas-1", "v1")],
+            "commonEncodingVersion": "v1" }),
+        json!({ "storageVersions": [entry("kas/1", "v1")], "commonEncodingVersion": "v1" }),
+        json!({ "storageVersions": [{ "apiServerID": "kas-1", "encodingVersion": "v2",
+            "decodableVersions": ["v1"] }], "commonEncodingVersion": "v2" }),
+        json!({ "conditions": [{ "type": "AllEncodingVersionsEqual", "status": "True",
+            "reason": "CommonEncodingVersionSet" }] }),
+        json!({ "storageVersions": [] }),
+    ];
+    for (i, status) in cases.iter().enumerate() {
+        let name = format!("validation-{i}.example.com.widgets");
+        let real = storage_version_status_outcome(plane.client().await, &name, status).await;
+        let modelled = storage_version_status_outcome(model.client(), &name, status).await;
+        assert_eq!(modelled, real, "status {status}");
+    }
 }

@@ -332,7 +332,11 @@ impl Workload {
                 .patch_status(
                     &created.name_any(),
                     &PatchParams::default(),
-                    &Patch::Merge(json!({ "status": { "storageVersions": entries } })),
+                    &Patch::Merge(json!({ "status": {
+                        "storageVersions": entries,
+                        // As the API server demands: the version all entries agree on.
+                        "commonEncodingVersion": (!ids.is_empty()).then_some("apps/v1"),
+                    } })),
                 )
                 .await;
         }

@@ -415,6 +415,15 @@ impl ControlPlane {
         printed
     }
 
+    /// A file for a process's log in this control plane's directory: removed with it, even
+    /// when this process is killed.
+    pub fn log_file(&self) -> tempfile::NamedTempFile {
+        tempfile::Builder::new()
+            .suffix(".log")
+            .tempfile_in(self.dir.path())
+            .expect("a log file")
+    }
+
     /// kube-apiserver's log (its stderr).
     pub fn log_path(&self) -> PathBuf {
         self.dir.path().join("kube-apiserver.log")
@@ -520,7 +529,7 @@ pub fn sample_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
 }
 
 /// `a="x",b="y\"z"` as pairs (values unescaped).
-fn parse_labels(text: &str) -> Vec<(String, String)> {
+pub fn parse_labels(text: &str) -> Vec<(String, String)> {
     let mut pairs = Vec::new();
     let mut chars = text.chars().peekable();
     loop {

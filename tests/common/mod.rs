@@ -59,13 +59,24 @@ pub const FAST_LEASE: [&str; 3] = [
 
 impl Kcm {
     pub fn start(kubeconfig: &Path, extra: &[&str]) -> Self {
-        Self::start_with(Command::new(env!("CARGO_BIN_EXE_kcm")), kubeconfig, extra)
+        let log = tempfile::NamedTempFile::new().expect("a log file");
+        Self::start_with(
+            Command::new(env!("CARGO_BIN_EXE_kcm")),
+            log,
+            kubeconfig,
+            extra,
+        )
     }
 
-    /// As [`Kcm::start`], with `command` naming the binary (and e.g. its process group).
-    pub fn start_with(mut command: Command, kubeconfig: &Path, extra: &[&str]) -> Self {
+    /// As [`Kcm::start`], with `command` naming the binary (and e.g. its process group) and
+    /// the file its log goes to.
+    pub fn start_with(
+        mut command: Command,
+        log: tempfile::NamedTempFile,
+        kubeconfig: &Path,
+        extra: &[&str],
+    ) -> Self {
         let port = free_port();
-        let log = tempfile::NamedTempFile::new().expect("a log file");
         let stderr = log.reopen().expect("log file reopens");
         let child = command
             .arg("--kubeconfig")

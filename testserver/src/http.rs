@@ -571,6 +571,7 @@ impl RequestContext<'_> {
                 .unwrap_or_else(|| default_field_manager(self.user_agent)),
             force: flag(self.query, "force"),
             binding_forbidden: self.binding_forbidden.clone(),
+            fixture: false,
         }
     }
 

@@ -17,6 +17,7 @@ pub mod rbac;
 mod resources;
 mod reviews;
 pub mod selector;
+mod storageversions;
 mod store;
 mod table;
 pub mod testing;
