@@ -26,6 +26,14 @@
 //! memory per additional pod is printed. `KCM_SCALE_SYNC_ONLY=1` stops once the stores are
 //! synced (their figures: time, peak RSS, CPU, bytes the server sent); `KCM_SCALE_KCM_ARGS`
 //! adds kcm flags (e.g. `--feature-gates=WatchListClient=false` to list instead of stream).
+//!
+//! `KCM_BENCH_REAL=1` (with `KUBEBUILDER_ASSETS` set) runs the world on a real control plane
+//! instead (etcd and kube-apiserver, a fresh one per run, seeded, checked and churned through
+//! the API) and measures the API server too: its CPU seconds and peak RSS in the cold-start and
+//! churn windows, beside the controller manager's. Runs, one after another
+//! (`KCM_BENCH_REAL_RUNS`, default `json,protobuf,upstream`): kcm with
+//! `--kube-api-content-type=application/json`, kcm with its default (protobuf), and upstream's
+//! `kube-controller-manager` with the four controllers kcm shares with it that act here.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -35,7 +43,8 @@ use std::time::{Duration, Instant};
 use kube_testserver::TestServer;
 
 mod common;
-use common::world::{Size, chosen_size, converge, secs, seeded_server};
+use common::real::{self, envtest::ControlPlane};
+use common::world::{Model, Size, chosen_size, converge, secs, seeded_server};
 use common::{free_port, metric_by_label, rss_mib, usage};
 
 /// The kcm process, killed when the bench ends however it ends.
@@ -45,7 +54,7 @@ struct Kcm {
 }
 
 impl Kcm {
-    fn spawn(kubeconfig: &std::path::Path, log: &std::path::Path) -> Self {
+    fn spawn(kubeconfig: &std::path::Path, log: &std::path::Path, extra: &[&str]) -> Self {
         let metrics_port = free_port();
         let bin = std::env::var_os("KCM_BIN")
             .map(PathBuf::from)
@@ -56,6 +65,7 @@ impl Kcm {
             .arg(kubeconfig)
             .args(["--leader-elect=false", "--bind-address=127.0.0.1"])
             .arg(format!("--port={metrics_port}"))
+            .args(extra)
             .args(
                 std::env::var("KCM_SCALE_KCM_ARGS")
                     .unwrap_or_default()
@@ -245,6 +255,9 @@ async fn main() {
             .and_then(|s| s.parse().ok())
             .unwrap_or(3600),
     );
+    if std::env::var_os("KCM_BENCH_REAL").is_some() {
+        return real_control_plane(size, timeout).await;
+    }
     let label = allocator_label();
     let poll = Duration::from_millis(if size.pods > 50_000 { 2000 } else { 500 });
     println!(
@@ -262,7 +275,7 @@ async fn main() {
     // Cold start.
     let bytes_before = server.bytes_sent();
     let start = Instant::now();
-    let kcm = Kcm::spawn(server.kubeconfig_path(), &log);
+    let kcm = Kcm::spawn(server.kubeconfig_path(), &log, &[]);
     let pid = kcm.pid();
     let stores = [
         ("pods", size.pods),
@@ -390,6 +403,183 @@ async fn main() {
     }
 
     print_rows(size, &label, &report);
+}
+
+/// Upstream's controllers that kcm runs and that act on this world (storage-version-gc has
+/// nothing to do here).
+const UPSTREAM_CONTROLLERS: &str =
+    "resourcequota-controller,disruption-controller,ttl-controller,resourceclaim-controller";
+
+/// The controller manager of one run on the real control plane, killed when dropped.
+struct Manager(Child);
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_manager(plane: &ControlPlane, run: &str, log: &std::path::Path) -> Manager {
+    let log = std::fs::File::create(log).unwrap_or_else(|e| panic!("log: {e}"));
+    let mut command = match run {
+        "upstream" => {
+            let mut command = plane.command(plane.assets.join("kube-controller-manager"));
+            command
+                .arg(format!("--kubeconfig={}", plane.kubeconfig.display()))
+                .arg(format!("--controllers={UPSTREAM_CONTROLLERS}"))
+                .args(["--leader-elect=false", "--secure-port=0"]);
+            command
+        }
+        "json" | "protobuf" => {
+            let bin = std::env::var_os("KCM_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kcm")));
+            let mut command = plane.command(bin);
+            command
+                .arg(format!("--kubeconfig={}", plane.kubeconfig.display()))
+                .args(["--leader-elect=false", "--port=0"]);
+            if run == "json" {
+                command.arg("--kube-api-content-type=application/json");
+            }
+            command
+        }
+        other => panic!("unknown run {other:?}: json, protobuf or upstream"),
+    };
+    let child = command
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{run}: {e}"));
+    Manager(child)
+}
+
+fn writes_between(before: [f64; 3], after: [f64; 3]) -> String {
+    format!(
+        "{} / {} / {}",
+        after[0] - before[0],
+        after[1] - before[1],
+        after[2] - before[2]
+    )
+}
+
+/// `KCM_BENCH_REAL=1`: see the module doc.
+async fn real_control_plane(size: Size, timeout: Duration) {
+    let Some(assets) = real::envtest::assets() else {
+        panic!("KCM_BENCH_REAL needs KUBEBUILDER_ASSETS");
+    };
+    let runs = std::env::var("KCM_BENCH_REAL_RUNS")
+        .unwrap_or_else(|_| "json,protobuf,upstream".to_string());
+    println!(
+        "scale ({}) on a real control plane: {} pods, {} namespaces, {} nodes",
+        size.name, size.pods, size.namespaces, size.nodes
+    );
+    let mut reports = Vec::new();
+    for run in runs.split(',') {
+        println!("{run}:");
+        let plane = ControlPlane::start(&assets)
+            .unwrap_or_else(|e| panic!("the real control plane did not start: {e}"));
+        let client = plane.client().await;
+        let mut model = Model::new(size);
+        real::seed(&client, &model).await;
+        // The API server settles after the seeding (its caches, its own controllers).
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let api = plane.apiserver_pid;
+        let mut report = Report::default();
+        let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("scale-real-{}-{run}.log", size.name));
+
+        real::reset_peak(api);
+        let (api_cpu_before, _) = usage(api);
+        let writes_before = real::apiserver_writes(&plane).await;
+        let start = Instant::now();
+        let manager = start_manager(&plane, run, &log);
+        let pid = manager.0.id();
+        let done = real::converge(&client, &model, start, timeout).await;
+        let (api_cpu_cold, api_peak_cold) = usage(api);
+        let (cpu_cold, peak_cold) = usage(pid);
+        let writes_cold = real::apiserver_writes(&plane).await;
+        add_convergence(&mut report, "cold start", done);
+        report.add(
+            "cold start: controller manager CPU",
+            format!("{cpu_cold:.2} s"),
+        );
+        report.add(
+            "cold start: API server CPU",
+            format!("{:.2} s", api_cpu_cold - api_cpu_before),
+        );
+        report.add(
+            "cold start: API server peak RSS",
+            format!("{api_peak_cold:.1} MiB"),
+        );
+        report.add(
+            "cold start: writes (quota status / PDB status / node patches)",
+            writes_between(writes_before, writes_cold),
+        );
+        report.add(
+            "controller manager RSS once converged",
+            format!("{:.1} MiB", rss_mib(pid)),
+        );
+        report.add(
+            "controller manager peak RSS, cold start",
+            format!("{peak_cold:.1} MiB"),
+        );
+
+        real::reset_peak(api);
+        let churn_start = Instant::now();
+        let churned = real::churn(&client, &mut model).await;
+        println!(
+            "churn: {churned} pods replaced in {}",
+            secs(churn_start.elapsed())
+        );
+        let done = real::converge(&client, &model, churn_start, timeout).await;
+        let (api_cpu_all, api_peak_churn) = usage(api);
+        let (cpu_all, peak_all) = usage(pid);
+        let writes_all = real::apiserver_writes(&plane).await;
+        add_convergence(&mut report, &format!("churn of {churned} pods"), done);
+        report.add(
+            "churn: controller manager CPU",
+            format!("{:.2} s", cpu_all - cpu_cold),
+        );
+        report.add(
+            "churn: API server CPU",
+            format!("{:.2} s", api_cpu_all - api_cpu_cold),
+        );
+        report.add(
+            "churn: API server peak RSS",
+            format!("{api_peak_churn:.1} MiB"),
+        );
+        report.add(
+            "churn: writes (quota status / PDB status / node patches)",
+            writes_between(writes_cold, writes_all),
+        );
+        report.add(
+            "controller manager peak RSS, whole run",
+            format!("{peak_all:.1} MiB"),
+        );
+        drop(manager);
+        reports.push((run.to_string(), report));
+    }
+    println!();
+    let header: Vec<&str> = reports.iter().map(|(run, _)| run.as_str()).collect();
+    println!(
+        "| figure ({}: {} pods, {} namespaces, {} nodes; real control plane) | {} |",
+        size.name,
+        size.pods,
+        size.namespaces,
+        size.nodes,
+        header.join(" | ")
+    );
+    println!("|---|{}", "---|".repeat(header.len()));
+    if let Some((_, first)) = reports.first() {
+        for (i, (figure, _)) in first.rows.iter().enumerate() {
+            let values: Vec<&str> = reports
+                .iter()
+                .map(|(_, r)| r.rows.get(i).map_or("", |(_, v)| v.as_str()))
+                .collect();
+            println!("| {figure} | {} |", values.join(" | "));
+        }
+    }
 }
 
 fn print_rows(size: Size, label: &str, report: &Report) {

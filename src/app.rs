@@ -150,7 +150,8 @@ pub async fn run_with_config(
         controllers_stop.clone(),
     )
     .with_min_resync_period(settings.min_resync_period)
-    .with_initial_list(settings.initial_list);
+    .with_initial_list(settings.initial_list)
+    .with_content_type(settings.content_type);
 
     // A standby is ready once the stores it keeps warm have synced (a cold one holds none);
     // a leader is ready once every enabled controller has started or been found to lack its

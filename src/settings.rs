@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::controllers::Controller;
 use crate::features::FeatureGates;
 use crate::runtime::listwatch::InitialList;
+use crate::runtime::protobuf::ContentType;
 
 /// Everything the command line says, checked and resolved.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +55,9 @@ pub struct Settings {
     /// How the shared informers and metadata watches get their initial state: streamed
     /// (gate `WatchListClient`, on by default) or listed in pages.
     pub initial_list: InitialList,
+    /// `--kube-api-content-type`: pods and nodes are read in protobuf (upstream's default), or
+    /// in JSON.
+    pub content_type: ContentType,
     /// `--profiling`: `/debug/pprof/` on the serving ports.
     pub profiling: bool,
     /// `--disabled-metrics`: families neither registered nor served.

@@ -164,7 +164,6 @@ fn valid_value(flag: &UpstreamFlag) -> String {
         "emulated-version" | "min-compatibility-version" => Some("1.36"),
         "master" => Some("https://127.0.0.1:6443"),
         "logging-format" => Some("json"),
-        "kube-api-content-type" => Some("application/json"),
         "controller-start-interval" => Some("0s"),
         "cert-dir" | "kubeconfig" => Some("/tmp"),
         // Honoured serving flags: values the secure port accepts.
@@ -489,7 +488,7 @@ async fn unknown_gates_and_unused_flags_are_logged_once_and_kcm_runs() {
             "--controllers=ttl",
             "--leader-elect=false",
             "--feature-gates=kube:NoSuchGate=true,kube:GenericWorkload=true",
-            "--kube-api-content-type=application/vnd.kubernetes.protobuf",
+            "--kube-api-content-type=application/cbor",
             "--allocate-node-cidrs",
             "--concurrent-gc-syncs",
             "30",
@@ -500,7 +499,7 @@ async fn unknown_gates_and_unused_flags_are_logged_once_and_kcm_runs() {
     let log = kcm.log();
     for line in [
         "unrecognized feature gate: NoSuchGate",
-        "--kube-api-content-type=application/vnd.kubernetes.protobuf: kcm speaks application/json to the API server",
+        "--kube-api-content-type=application/cbor: kcm reads application/vnd.kubernetes.protobuf or application/json; reading application/json",
         "accepted, not used by kcm: --allocate-node-cidrs, --concurrent-gc-syncs",
     ] {
         assert_eq!(log.matches(line).count(), 1, "{line}:\n{log}");

@@ -5,11 +5,15 @@
 mod common;
 
 use common::{DEADLINE, eventually};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kcm::runtime::informer::{Change, Informers};
 use kcm::runtime::listwatch::InitialList;
 use kcm::runtime::metrics::Metrics;
+use kcm::runtime::protobuf::ContentType;
+use kcm::runtime::stored::NodeMeta;
 use kcm::runtime::view::Pod as PodView;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube_testserver::{Fault, Options, RequestRecord, TestServer};
 use serde_json::json;
@@ -328,4 +332,141 @@ async fn with_the_gate_off_the_initial_state_is_listed() {
         .await
         .unwrap();
     assert_eq!(describe(&next_change(&mut rx).await), "added b");
+}
+
+/// A pod with every field the stored view keeps, and some it skips (env, ports, images,
+/// states).
+fn rich_pod(name: &str, ready: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "app": "web", "tier": "front" },
+            "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9c",
+                "uid": "0b1c", "controller": true, "blockOwnerDeletion": true }] },
+        "spec": {
+            "nodeName": "n1", "priorityClassName": "high", "activeDeadlineSeconds": 60,
+            "affinity": { "podAntiAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": { "matchLabels": { "app": "web" },
+                    "matchExpressions": [{ "key": "tier", "operator": "In", "values": ["front"] }] },
+                "namespaces": ["default"], "topologyKey": "kubernetes.io/hostname" }] } },
+            "initContainers": [{ "name": "proxy", "image": "proxy", "restartPolicy": "Always",
+                "resources": { "requests": { "cpu": "50m" } } }],
+            "containers": [{ "name": "web", "image": "web:1", "env": [{ "name": "A", "value": "b" }],
+                "ports": [{ "name": "http", "containerPort": 8080, "protocol": "TCP" }],
+                "resources": { "requests": { "cpu": "100m", "memory": "64Mi" },
+                    "limits": { "cpu": "1", "memory": "128Mi" } } }],
+            "overhead": { "cpu": "10m" },
+            "resources": { "limits": { "memory": "1Gi" } },
+            "resourceClaims": [{ "name": "gpu", "resourceClaimTemplateName": "gpu-template" }],
+            "schedulingGroup": { "podGroupName": "training" }
+        },
+        "status": {
+            "phase": "Running", "qosClass": "Burstable", "hostIP": "10.0.0.1",
+            "conditions": [
+                { "type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-01T10:00:00Z" },
+                { "type": "Ready", "status": ready, "reason": "Probe", "lastTransitionTime": "2026-11-01T10:00:05Z" }
+            ],
+            "containerStatuses": [{ "name": "web", "ready": true, "restartCount": 0, "image": "web:1",
+                "imageID": "web@sha256:01", "started": true,
+                "state": { "running": { "startedAt": "2026-11-01T10:00:02Z" } },
+                "allocatedResources": { "cpu": "100m", "memory": "64Mi" },
+                "resources": { "requests": { "cpu": "100m" } } }],
+            "resourceClaimStatuses": [{ "name": "gpu", "resourceClaimName": "web-1-gpu-x7" }]
+        }
+    }))
+    .unwrap()
+}
+
+/// Every stored pod and node of `informers`, by name.
+fn stored(informers: &Informers) -> (Vec<PodView>, Vec<(String, ObjectMeta)>) {
+    let mut pods: Vec<PodView> = informers
+        .get::<PodView>()
+        .store()
+        .state()
+        .iter()
+        .map(|p| (**p).clone())
+        .collect();
+    pods.sort_by_key(|p| p.name_any());
+    let mut nodes: Vec<(String, ObjectMeta)> = informers
+        .get::<NodeMeta>()
+        .store()
+        .state()
+        .iter()
+        .map(|n| (n.name_any(), n.metadata.clone()))
+        .collect();
+    nodes.sort_by(|a, b| a.0.cmp(&b.0));
+    (pods, nodes)
+}
+
+/// `--kube-api-content-type` at its default (protobuf) stores the same pods and nodes as with
+/// `application/json`, from the initial state (streamed or listed) and from watch events; and
+/// a server that answers JSON to a protobuf request is read as JSON.
+#[tokio::test]
+async fn informers_store_the_same_pods_and_nodes_in_protobuf_as_in_json() {
+    for (server_protobuf, initial) in [
+        (true, InitialList::Streaming),
+        (true, InitialList::Paginated),
+        (false, InitialList::Streaming),
+    ] {
+        let server = TestServer::start_with(Options {
+            protobuf: server_protobuf,
+            // The pods' owner is not there; they are not to be collected.
+            garbage_collector: false,
+            ..Options::default()
+        })
+        .await
+        .unwrap();
+        let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+        let nodes: Api<Node> = Api::all(server.client());
+        for name in ["web-1", "web-2"] {
+            pods.create(&PostParams::default(), &rich_pod(name, "True"))
+                .await
+                .unwrap();
+        }
+        let node: Node = serde_json::from_value(json!({ "metadata": { "name": "n1",
+            "labels": { "kubernetes.io/hostname": "n1" },
+            "annotations": { "node.alpha.kubernetes.io/ttl": "0", "kubectl.kubernetes.io/last-applied-configuration": "{}" } } }))
+        .unwrap();
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+
+        let protobuf = informers(&server).with_initial_list(initial);
+        let json = informers(&server)
+            .with_initial_list(initial)
+            .with_content_type(ContentType::Json);
+        for informers in [&protobuf, &json] {
+            informers.get::<PodView>().wait_synced().await;
+            informers.get::<NodeMeta>().wait_synced().await;
+        }
+        let case = format!("server protobuf {server_protobuf}, {initial:?}");
+        assert_eq!(stored(&protobuf), stored(&json), "{case}: initial state");
+        let (initial_pods, initial_nodes) = stored(&protobuf);
+        assert_eq!(initial_pods.len(), 2, "{case}");
+        assert_eq!(
+            initial_pods[0],
+            PodView::from(&pods.get("web-1").await.unwrap())
+        );
+        assert_eq!(initial_nodes.len(), 1, "{case}");
+
+        // Watch events: an update, a delete, an add.
+        let mut unready = rich_pod("web-1", "False");
+        unready.metadata.resource_version =
+            pods.get("web-1").await.unwrap().metadata.resource_version;
+        pods.replace_status("web-1", &PostParams::default(), &unready)
+            .await
+            .unwrap();
+        pods.delete("web-2", &DeleteParams::default())
+            .await
+            .unwrap();
+        pods.create(&PostParams::default(), &rich_pod("web-3", "True"))
+            .await
+            .unwrap();
+        let live = [
+            PodView::from(&pods.get("web-1").await.unwrap()),
+            PodView::from(&pods.get("web-3").await.unwrap()),
+        ];
+        eventually(
+            &format!("{case}: both stores follow the watch"),
+            DEADLINE,
+            || async { stored(&protobuf).0 == live && stored(&json).0 == live },
+        )
+        .await;
+    }
 }

@@ -6,6 +6,7 @@ mod proc;
 pub use proc::usage;
 #[path = "../../tests/common/agent.rs"]
 pub mod agent;
+pub mod real;
 pub mod world;
 
 /// The kcm binary running one controller against `kubeconfig`, without leader election or

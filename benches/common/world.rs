@@ -19,7 +19,7 @@ pub struct Size {
     pub nodes: usize,
 }
 
-pub const SIZES: [Size; 3] = [
+pub const SIZES: [Size; 4] = [
     Size {
         name: "a",
         pods: 10_000,
@@ -31,6 +31,13 @@ pub const SIZES: [Size; 3] = [
         pods: 150_000,
         namespaces: 10_000,
         nodes: 5_000,
+    },
+    // A tenth of (a), for the real control plane on a shared machine.
+    Size {
+        name: "s",
+        pods: 1_000,
+        namespaces: 100,
+        nodes: 200,
     },
     Size {
         name: "tiny",
@@ -469,7 +476,7 @@ pub fn chosen_size(var: &str) -> Size {
         .iter()
         .copied()
         .find(|s| s.name == wanted)
-        .unwrap_or_else(|| panic!("unknown size {wanted:?}: a, b or tiny"))
+        .unwrap_or_else(|| panic!("unknown size {wanted:?}: a, b, s or tiny"))
 }
 
 /// A kube-testserver holding `size`'s world, served over HTTPS when `tls`, with the model

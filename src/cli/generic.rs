@@ -63,8 +63,9 @@ pub struct GenericFlags {
     #[arg(long, value_name = "N", value_parser = go_int32, default_value_t = 30)]
     pub kube_api_burst: i32,
 
-    /// Content type of requests to the API server; kcm always speaks JSON (a protobuf request
-    /// is noted once at start) [upstream default: application/vnd.kubernetes.protobuf]
+    /// Content type kcm reads pods and nodes in: application/vnd.kubernetes.protobuf (JSON
+    /// accepted when the server answers so) or application/json [default:
+    /// application/vnd.kubernetes.protobuf]
     #[arg(long, value_name = "TYPE")]
     pub kube_api_content_type: Option<String>,
 

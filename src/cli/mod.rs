@@ -12,6 +12,7 @@ use std::time::Duration;
 use clap::{Arg, ArgAction, Parser};
 
 use crate::runtime::listwatch::InitialList;
+use crate::runtime::protobuf::ContentType;
 
 /// Declares a group of flags kcm accepts but does not use: each is an `Option` (set only when
 /// given, so the start-up line can name exactly those), with upstream's default in its help,
@@ -75,8 +76,9 @@ use self::serving::ServingFlags;
 /// The value name that marks a Go boolean flag (see [`pflag_syntax`]).
 const GO_BOOL: &str = "BOOL";
 
-/// The content type kcm speaks to the API server.
+/// The content types kcm reads from the API server (`--kube-api-content-type`).
 const JSON: &str = "application/json";
+const PROTOBUF: &str = crate::runtime::protobuf::PROTOBUF;
 
 /// `--flag-name` of a field `flag_name`.
 pub(crate) fn flag_name(field: &str) -> String {
@@ -279,13 +281,16 @@ impl Options {
         let master = generic.master.as_deref().map(master_url).transpose()?;
 
         let mut notes = Vec::new();
-        if let Some(content_type) = &generic.kube_api_content_type
-            && content_type != JSON
-        {
-            notes.push(format!(
-                "--kube-api-content-type={content_type}: kcm speaks {JSON} to the API server"
-            ));
-        }
+        let content_type = match generic.kube_api_content_type.as_deref() {
+            None | Some(PROTOBUF) => ContentType::Protobuf,
+            Some(JSON) => ContentType::Json,
+            Some(other) => {
+                notes.push(format!(
+                    "--kube-api-content-type={other}: kcm reads {PROTOBUF} or {JSON}; reading {JSON}"
+                ));
+                ContentType::Json
+            }
+        };
         let mut unused_flags = generic.unused.given();
         unused_flags.extend(controllers.unused.given());
         unused_flags.extend(logs.unused.given());
@@ -325,6 +330,7 @@ impl Options {
             } else {
                 InitialList::Paginated
             },
+            content_type,
             profiling: generic.profiling,
             disabled_metrics: logs
                 .disabled_metrics

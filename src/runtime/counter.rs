@@ -60,7 +60,7 @@ impl ObjectCounter {
         let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, api_resource);
         let task_counter = counter.clone();
         tokio::spawn(async move {
-            let stream = list_watch(api, resource.clone(), initial_list).default_backoff();
+            let stream = list_watch(api, resource.clone(), initial_list, None).default_backoff();
             let mut stream = std::pin::pin!(stream);
             loop {
                 let event = tokio::select! {

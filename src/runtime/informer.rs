@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::listwatch::{InitialList, list_watch};
 use super::metrics::Metrics;
+use super::protobuf::ContentType;
 use super::queue::{QueueKey, WorkQueue};
 use super::stored::Stored;
 use crate::runtime::lock::lock;
@@ -398,6 +399,8 @@ pub struct Informers {
     initial_list: InitialList,
     /// Nothing is watched: each store holds what [`Informers::insert_listed`] put in.
     listed_only: bool,
+    /// Whether the types that can be read in protobuf are (`--kube-api-content-type`).
+    content_type: ContentType,
 }
 
 impl Informers {
@@ -411,6 +414,7 @@ impl Informers {
             min_resync_period: Duration::ZERO,
             initial_list: InitialList::default(),
             listed_only: false,
+            content_type: ContentType::default(),
         }
     }
 
@@ -436,6 +440,12 @@ impl Informers {
     /// Whether the informer of `K` was started (by a controller, or by a warm standby).
     pub fn is_started<K: Stored>(&self) -> bool {
         lock(&self.started).contains_key(&TypeId::of::<K>())
+    }
+
+    /// How informers started from now on read the types that can come in protobuf.
+    pub fn with_content_type(mut self, content_type: ContentType) -> Self {
+        self.content_type = content_type;
+        self
     }
 
     /// How informers started from now on get their initial state (see
@@ -495,9 +505,13 @@ impl Informers {
         let metrics = self.metrics.clone();
         let shutdown = self.shutdown.clone();
         let initial_list = self.initial_list;
+        let wire = match self.content_type {
+            ContentType::Protobuf => K::protobuf(),
+            ContentType::Json => None,
+        };
         tokio::spawn(async move {
             let api = Api::<K::Watched>::all(client);
-            let stream = list_watch(api, resource.clone(), initial_list).default_backoff();
+            let stream = list_watch(api, resource.clone(), initial_list, wire).default_backoff();
             let mut stream = std::pin::pin!(stream);
             loop {
                 let event = tokio::select! {

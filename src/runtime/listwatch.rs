@@ -38,10 +38,11 @@ use futures::{Stream, StreamExt};
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use kube::core::Status;
 use kube::runtime::watcher::{Error, Event};
-use kube::{Resource, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use super::connection;
+use super::protobuf::{self, Wire};
 
 /// How an informer gets its initial state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -152,6 +153,9 @@ fn api_status(err: &kube::Error) -> Option<&Status> {
 
 struct Machine<K: Clone> {
     api: Api<K>,
+    client: Client,
+    /// Set: lists and watches ask for protobuf (see [`super::protobuf`]).
+    wire: Option<Wire<K>>,
     initial: InitialList,
     /// The last resourceVersion seen (`""` before any, or when it became unavailable).
     version: String,
@@ -173,7 +177,20 @@ where
 
     async fn watch(&self, send_initial_events: bool) -> kube::Result<Events<K>> {
         let params = self.watch_params(send_initial_events);
-        Ok(self.api.watch(&params, &self.version).await?.boxed())
+        match self.wire {
+            Some(wire) => {
+                let url = self.api.resource_url();
+                protobuf::watch(&self.client, url, &params, &self.version, wire).await
+            }
+            None => Ok(self.api.watch(&params, &self.version).await?.boxed()),
+        }
+    }
+
+    async fn list(&self, params: &ListParams) -> kube::Result<kube::core::ObjectList<K>> {
+        match self.wire {
+            Some(wire) => protobuf::list(&self.client, self.api.resource_url(), params, wire).await,
+            None => self.api.list(params).await,
+        }
     }
 
     /// The step after a failed streaming list: the error and another try, or a LIST.
@@ -248,7 +265,7 @@ where
                     continue_token,
                     ..ListParams::default()
                 };
-                match self.api.list(&params).await {
+                match self.list(&params).await {
                     Ok(page) => {
                         let listed_at = page.metadata.resource_version.filter(|v| !v.is_empty());
                         let continue_token = page.metadata.continue_.filter(|c| !c.is_empty());
@@ -367,19 +384,23 @@ async fn next<K>(stream: &mut Events<K>) -> Option<kube::Result<WatchEvent<K>>> 
         .flatten()
 }
 
-/// The events of `api` (all objects it reaches), from its initial state on, for ever.
+/// The events of `api` (all objects it reaches), from its initial state on, for ever, read
+/// in protobuf when `wire` is given (JSON if the server answers so), else in JSON.
 /// Errors are yielded and the stream recovers on the next poll; callers back off after
 /// errors as they would with kube's watcher (`WatchStreamExt::default_backoff`).
 pub fn list_watch<K>(
     api: Api<K>,
     resource: String,
     initial: InitialList,
+    wire: Option<Wire<K>>,
 ) -> impl Stream<Item = Result<Event<K>, Error>> + Send
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
     let machine = Machine {
+        client: api.clone().into_client(),
         api,
+        wire,
         initial,
         version: String::new(),
         resource,

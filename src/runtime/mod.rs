@@ -21,6 +21,7 @@ pub mod memory;
 pub mod metrics;
 pub mod mutation;
 pub mod podgroup;
+pub mod protobuf;
 pub mod quantity;
 pub mod queue;
 pub mod rbac;

@@ -20,6 +20,7 @@ use kube::core::PartialObjectMeta;
 use serde::de::DeserializeOwned;
 
 use super::podgroup::PodGroup;
+use super::protobuf::{self, Wire};
 use super::view;
 
 /// The annotation `kubectl apply` leaves on objects; large and never read by controllers.
@@ -39,6 +40,13 @@ pub trait Stored: Clone + Debug + Send + Sync + 'static {
     /// The stored shape of a watched object: what no controller reads dropped.
     fn from_watched(watched: Self::Watched) -> Self;
 
+    /// How the watched type is read in protobuf; `None`: always in JSON. Given for the types
+    /// kcm keeps many of (pods, nodes), whose watch events are most of what the API server
+    /// encodes for it.
+    fn protobuf() -> Option<Wire<Self::Watched>> {
+        None
+    }
+
     /// Namespace ("" for cluster-scoped objects) and name: the store's key.
     fn place(&self) -> (&str, &str);
 
@@ -57,6 +65,11 @@ pub trait Shaped:
     fn shape(&mut self) {
         trim_metadata(self);
     }
+
+    /// See [`Stored::protobuf`].
+    fn protobuf() -> Option<Wire<Self>> {
+        None
+    }
 }
 
 impl<K: Shaped> Stored for K {
@@ -65,6 +78,10 @@ impl<K: Shaped> Stored for K {
     fn from_watched(mut watched: K) -> K {
         watched.shape();
         watched
+    }
+
+    fn protobuf() -> Option<Wire<K>> {
+        <K as Shaped>::protobuf()
     }
 
     fn place(&self) -> (&str, &str) {
@@ -102,6 +119,10 @@ impl Stored for view::Pod {
         watched.into()
     }
 
+    fn protobuf() -> Option<Wire<view::WatchedPod>> {
+        Some(protobuf::pod::wire())
+    }
+
     fn place(&self) -> (&str, &str) {
         (
             self.metadata.namespace.as_deref().unwrap_or_default(),
@@ -123,7 +144,11 @@ impl Stored for view::Pod {
 /// (images, conditions, addresses) never reach kcm.
 pub type NodeMeta = PartialObjectMeta<Node>;
 
-impl Shaped for NodeMeta {}
+impl Shaped for NodeMeta {
+    fn protobuf() -> Option<Wire<Self>> {
+        Some(protobuf::metadata())
+    }
+}
 impl Shaped for Lease {}
 impl Shaped for StorageVersion {}
 impl Shaped for PodDisruptionBudget {}

@@ -66,6 +66,11 @@ struct PodWire {
 /// PodResizePending (quota). The others (scheduled, initialized, ...) are dropped.
 const KEPT_POD_CONDITIONS: [&str; 3] = ["Ready", "DisruptionTarget", "PodResizePending"];
 
+/// Whether a pod condition of this type is kept (see [`KEPT_POD_CONDITIONS`]).
+pub(crate) fn is_kept_condition(type_: &str) -> bool {
+    KEPT_POD_CONDITIONS.contains(&type_)
+}
+
 /// A list without spare capacity (serde grows a `Vec` as it reads, to room for 4 entries at
 /// the first, and a pod's lists mostly hold one entry), and 8 bytes smaller than a `Vec`.
 fn boxed_opt<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
@@ -112,7 +117,7 @@ fn null_as_default<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(
 }
 
 /// An element type whose lists are interned: the pods of one workload have equal ones.
-trait SharedList: Hash + Eq + Sized + 'static {
+pub(crate) trait SharedList: Hash + Eq + Sized + 'static {
     fn lists() -> &'static Interner<[Self]>;
 }
 
@@ -144,6 +149,11 @@ fn shared_list<'de, D: Deserializer<'de>, T: Deserialize<'de> + SharedList>(
     Ok(T::lists().intern(Vec::<T>::deserialize(d)?))
 }
 
+/// The shared copy of `list` (see [`SharedList`]).
+pub(crate) fn shared<T: SharedList>(list: Vec<T>) -> Arc<[T]> {
+    T::lists().intern(list)
+}
+
 /// [`shared_list`], for a list that may be missing or null.
 fn shared_list_opt<'de, D: Deserializer<'de>, T: Deserialize<'de> + SharedList>(
     d: D,
@@ -156,7 +166,7 @@ fn kept_pod_conditions<'de, D: Deserializer<'de>>(
 ) -> Result<Option<Box<[PodCondition]>>, D::Error> {
     let conditions = Option::<Vec<PodCondition>>::deserialize(d)?;
     Ok(conditions.map(|mut list| {
-        list.retain(|c| KEPT_POD_CONDITIONS.contains(&&*c.type_));
+        list.retain(|c| is_kept_condition(&c.type_));
         list.into_boxed_slice()
     }))
 }
@@ -435,12 +445,19 @@ pub struct WatchedPod {
 impl From<PodWire> for WatchedPod {
     fn from(mut wire: PodWire) -> Self {
         let resource_version = wire.metadata.resource_version.take();
+        WatchedPod::new(resource_version, wire.into())
+    }
+}
+
+impl WatchedPod {
+    /// A watched pod from its stored view and its resourceVersion.
+    pub(crate) fn new(resource_version: Option<String>, pod: Pod) -> Self {
         WatchedPod {
             metadata: ObjectMeta {
                 resource_version,
                 ..ObjectMeta::default()
             },
-            pod: wire.into(),
+            pod,
         }
     }
 }

@@ -65,6 +65,54 @@ pub(crate) fn wants_protobuf_only(accept: &str) -> bool {
             .any(|t| matches!(*t, "application/json" | "application/*" | "*/*"))
 }
 
+/// Whether an `Accept` header asks for protobuf first, as client-go's and kcm's
+/// `application/vnd.kubernetes.protobuf, application/json` do.
+pub(crate) fn prefers_protobuf(accept: &str) -> bool {
+    accept.split(',').next().map(media_type) == Some(PROTOBUF)
+}
+
+/// Whether an `Accept` header asks for metadata only (`as=PartialObjectMetadata[List]`).
+pub(crate) fn wants_metadata(accept: &str) -> bool {
+    accept.contains("as=PartialObjectMetadata")
+}
+
+/// An object or list as `meta.k8s.io/v1` `PartialObjectMetadata[List]`: the metadata alone.
+pub(crate) fn partial_metadata(body: &Value) -> Value {
+    let meta = |obj: &Value| {
+        json!({
+            "apiVersion": "meta.k8s.io/v1",
+            "kind": "PartialObjectMetadata",
+            "metadata": obj["metadata"],
+        })
+    };
+    match body["items"].as_array() {
+        Some(items) => json!({
+            "apiVersion": "meta.k8s.io/v1",
+            "kind": "PartialObjectMetadataList",
+            "metadata": body["metadata"],
+            "items": items.iter().map(meta).collect::<Vec<_>>(),
+        }),
+        None => meta(body),
+    }
+}
+
+/// One frame of a protobuf watch stream, from a JSON watch event: a 4-byte big-endian length,
+/// then `metav1.WatchEvent` {type = 1, object = 2 (`RawExtension` {raw = 1})}, the object
+/// encoded as [`encode`] writes a body. The event itself has no envelope, as the API server's
+/// stream serializer writes it.
+pub fn encode_watch_event(event: &Value) -> Result<Vec<u8>, CodecError> {
+    let kind = event["type"].as_str().ok_or(CodecError::Invalid("type"))?;
+    let mut raw = Vec::new();
+    put_bytes(&mut raw, 1, &encode(&event["object"])?);
+    let mut message = Vec::new();
+    put_bytes(&mut message, 1, kind.as_bytes());
+    put_bytes(&mut message, 2, &raw);
+    let len = u32::try_from(message.len()).map_err(|_| CodecError::Invalid("object"))?;
+    let mut frame = len.to_be_bytes().to_vec();
+    frame.extend_from_slice(&message);
+    Ok(frame)
+}
+
 fn media_type(header: &str) -> &str {
     header.split(';').next().unwrap_or_default().trim()
 }
@@ -184,8 +232,91 @@ fn schema(message: &str) -> Option<&'static [F]> {
             F(2, "spec", Msg("PodSpec"), NonZero),
             F(3, "status", Msg("PodStatus"), NonZero),
         ],
-        // Written by the kubelet, not by create: only zeros are expected here.
-        "PodStatus" => &[],
+        "PodStatus" => &[
+            F(1, "phase", Str, NonZero),
+            F(2, "conditions", Msg("PodCondition"), List),
+            F(3, "message", Str, NonZero),
+            F(4, "reason", Str, NonZero),
+            F(5, "hostIP", Str, NonZero),
+            F(6, "podIP", Str, NonZero),
+            F(7, "startTime", Time, Always),
+            F(8, "containerStatuses", Msg("ContainerStatus"), List),
+            F(9, "qosClass", Str, NonZero),
+            F(10, "initContainerStatuses", Msg("ContainerStatus"), List),
+            F(
+                15,
+                "resourceClaimStatuses",
+                Msg("PodResourceClaimStatus"),
+                List,
+            ),
+        ],
+        "PodCondition" => &[
+            F(1, "type", Str, Required),
+            F(2, "status", Str, Required),
+            F(3, "lastProbeTime", Time, NonZero),
+            F(4, "lastTransitionTime", Time, NonZero),
+            F(5, "reason", Str, NonZero),
+            F(6, "message", Str, NonZero),
+            F(7, "observedGeneration", Int, NonZero),
+        ],
+        "ContainerStatus" => &[
+            F(1, "name", Str, Required),
+            F(2, "state", Msg("ContainerState"), NonZero),
+            F(3, "lastState", Msg("ContainerState"), NonZero),
+            F(4, "ready", Bool, Required),
+            F(5, "restartCount", Int, Required),
+            F(6, "image", Str, Required),
+            F(7, "imageID", Str, Required),
+            F(8, "containerID", Str, NonZero),
+            F(9, "started", Bool, Always),
+            F(10, "allocatedResources", QuantityMap, NonZero),
+            F(11, "resources", Msg("ResourceRequirements"), Always),
+        ],
+        "ContainerState" => &[F(2, "running", Msg("ContainerStateRunning"), Always)],
+        "ContainerStateRunning" => &[F(1, "startedAt", Time, NonZero)],
+        "PodResourceClaimStatus" => &[
+            F(1, "name", Str, Required),
+            F(2, "resourceClaimName", Str, Always),
+        ],
+        "Affinity" => &[
+            F(2, "podAffinity", Msg("PodAffinity"), Always),
+            F(3, "podAntiAffinity", Msg("PodAffinity"), Always),
+        ],
+        // `PodAntiAffinity` has the same fields.
+        "PodAffinity" => &[
+            F(
+                1,
+                "requiredDuringSchedulingIgnoredDuringExecution",
+                Msg("PodAffinityTerm"),
+                List,
+            ),
+            F(
+                2,
+                "preferredDuringSchedulingIgnoredDuringExecution",
+                Msg("WeightedPodAffinityTerm"),
+                List,
+            ),
+        ],
+        "PodAffinityTerm" => &[
+            F(1, "labelSelector", Msg("LabelSelector"), Always),
+            F(2, "namespaces", Str, List),
+            F(3, "topologyKey", Str, Required),
+            F(4, "namespaceSelector", Msg("LabelSelector"), Always),
+            F(5, "matchLabelKeys", Str, List),
+            F(6, "mismatchLabelKeys", Str, List),
+        ],
+        "WeightedPodAffinityTerm" => &[
+            F(1, "weight", Int, Required),
+            F(2, "podAffinityTerm", Msg("PodAffinityTerm"), Required),
+        ],
+        "PodResourceClaim" => &[
+            F(1, "name", Str, Required),
+            F(3, "resourceClaimName", Str, Always),
+            F(4, "resourceClaimTemplateName", Str, Always),
+        ],
+        "PodSchedulingGroup" => &[F(1, "podGroupName", Str, Always)],
+        // `meta.k8s.io/v1` metadata-only objects (`as=PartialObjectMetadata`).
+        "PartialObjectMetadata" => &[F(1, "metadata", Msg("ObjectMeta"), NonZero)],
         "ServiceAccount" => &[
             F(1, "metadata", Msg("ObjectMeta"), NonZero),
             F(4, "automountServiceAccountToken", Bool, Always),
@@ -275,7 +406,11 @@ fn schema(message: &str) -> Option<&'static [F]> {
             F(29, "runtimeClassName", Str, Always),
             F(30, "enableServiceLinks", Bool, Always),
             F(31, "preemptionPolicy", Str, Always),
+            F(18, "affinity", Msg("Affinity"), Always),
             F(32, "overhead", QuantityMap, NonZero),
+            F(39, "resourceClaims", Msg("PodResourceClaim"), List),
+            F(40, "resources", Msg("ResourceRequirements"), Always),
+            F(43, "schedulingGroup", Msg("PodSchedulingGroup"), Always),
         ],
         "Container" => &[
             F(1, "name", Str, NonZero),
@@ -371,6 +506,7 @@ fn kind_message(api_version: &str, kind: &str) -> Option<&'static str> {
         ("apps/v1", "Deployment") => "Deployment",
         ("policy/v1", "PodDisruptionBudget") => "PodDisruptionBudget",
         ("v1", "Status") => "Status",
+        ("meta.k8s.io/v1", "PartialObjectMetadata") => "PartialObjectMetadata",
         _ => return None,
     })
 }

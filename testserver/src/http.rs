@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     pub addr: SocketAddr,
     /// The server's `WatchList` gate: streaming initial lists served, or refused.
     pub watch_list: bool,
+    /// See [`crate::Options::protobuf`].
+    pub protobuf: bool,
     /// Bytes of every response body sent so far.
     pub bytes_sent: Arc<AtomicU64>,
 }
@@ -264,6 +266,9 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     let protobuf_only = codec::wants_protobuf_only(accept);
+    // Protobuf first, JSON accepted: answered in protobuf when it can be written.
+    let protobuf = (shared.protobuf && codec::prefers_protobuf(accept) && !protobuf_only)
+        .then(|| codec::wants_metadata(accept));
     let (parsed_body, body_error): (Option<Value>, Option<String>) = if body.is_empty() {
         (None, None)
     } else if content_type.starts_with("application/apply-patch+yaml") {
@@ -311,15 +316,21 @@ async fn handle(
                 body: parsed_body.as_ref(),
                 body_error: body_error.as_deref(),
                 table: table::requested(accept),
+                protobuf_watch: protobuf.filter(|_| info.verb == "watch"),
             };
             let resp = match dispatch(&ctx, route, &info) {
                 Ok(resp) => resp,
                 Err(err) => error_response(&err),
             };
-            if protobuf_only {
-                protobuf_response(resp).await
-            } else {
-                resp
+            match protobuf {
+                _ if protobuf_only => protobuf_response(resp).await,
+                Some(metadata)
+                    if matches!(info.verb.as_str(), "get" | "list")
+                        && resp.status().is_success() =>
+                {
+                    protobuf_or_json(resp, metadata).await
+                }
+                _ => resp,
             }
         }
     };
@@ -458,6 +469,37 @@ fn protobuf_answerable(shared: &Shared, route: &Route, info: &RequestInfo) -> bo
             .is_some_and(|rt| codec::encodes(&rt.api_version(), &rt.kind))
 }
 
+/// A successful JSON answer re-encoded in protobuf (as metadata only when asked so); as it was
+/// when the codec cannot write it, as the client accepts JSON too.
+async fn protobuf_or_json(resp: Response, metadata: bool) -> Response {
+    let (mut parts, body) = resp.into_parts();
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(err) => return error_response(&ApiError::new(500, "InternalError", err.to_string())),
+    };
+    let encoded = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .map(|value| {
+            if metadata {
+                codec::partial_metadata(&value)
+            } else {
+                value
+            }
+        })
+        .and_then(|value| codec::encode(&value).ok());
+    match encoded {
+        Some(protobuf) => {
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(codec::PROTOBUF),
+            );
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Body::from(protobuf))
+        }
+        None => Response::from_parts(parts, Body::from(bytes)),
+    }
+}
+
 /// A JSON answer re-encoded in protobuf, error `Status` answers included (same code). A success
 /// the codec cannot write becomes 406 naming what it lacks; an error it cannot write stays JSON.
 async fn protobuf_response(resp: Response) -> Response {
@@ -497,6 +539,8 @@ struct RequestContext<'a> {
     body_error: Option<&'a str>,
     /// The `meta.k8s.io` Table version `Accept` asks for (`kubectl get`).
     table: Option<&'static str>,
+    /// A watch answered in protobuf; `true`: as metadata only.
+    protobuf_watch: Option<bool>,
 }
 
 impl RequestContext<'_> {
@@ -972,6 +1016,12 @@ fn watch_response(
     let deadline = tokio::time::Instant::now() + timeout;
     let rt = rt.clone();
     let mut headers = true;
+    // Protobuf when asked first and every object of the kind can be written; an object that
+    // cannot ends the watch with an ERROR event.
+    let protobuf = ctx
+        .protobuf_watch
+        .filter(|metadata| *metadata || codec::encodes(&rt.api_version(), &rt.kind))
+        .filter(|_| as_table.is_none());
     let stream = futures::stream::unfold((rx, false), move |(mut rx, done)| async move {
         if done {
             return None;
@@ -989,15 +1039,59 @@ fn watch_response(
         Some(request) => Ok(table_frame(&rt, bytes?, request, &mut headers)),
         None => bytes,
     });
+    let content_type = match protobuf {
+        Some(_) => "application/vnd.kubernetes.protobuf;stream=watch",
+        None => "application/json",
+    };
+    let stream = match protobuf {
+        Some(metadata) => protobuf_frames(stream, metadata).boxed(),
+        None => stream.boxed(),
+    };
     Ok((
         StatusCode::OK,
         [
-            (header::CONTENT_TYPE, "application/json"),
+            (header::CONTENT_TYPE, content_type),
             (header::CACHE_CONTROL, "no-cache, private"),
         ],
         Body::from_stream(stream),
     )
         .into_response())
+}
+
+/// A JSON watch stream's events re-encoded as protobuf frames (see
+/// [`codec::encode_watch_event`]); one the codec cannot write becomes an ERROR event, the last.
+fn protobuf_frames(
+    events: impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
+    metadata: bool,
+) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
+    events
+        .map(move |bytes| {
+            let Ok(bytes) = bytes;
+            let mut event: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            if metadata && event["type"] != "ERROR" {
+                event["object"] = codec::partial_metadata(&event["object"]);
+            }
+            codec::encode_watch_event(&event).map_err(|err| {
+                let status = ApiError::new(
+                    500,
+                    "InternalError",
+                    format!("this object cannot be sent in protobuf: {err}"),
+                );
+                let error = json!({ "type": "ERROR", "object": status.to_status() });
+                codec::encode_watch_event(&error).expect("a Status is written in protobuf")
+            })
+        })
+        .scan(false, |failed, frame| {
+            let frame = match frame {
+                _ if *failed => return futures::future::ready(None),
+                Ok(frame) => frame,
+                Err(error) => {
+                    *failed = true;
+                    error
+                }
+            };
+            futures::future::ready(Some(Ok(Bytes::from(frame))))
+        })
 }
 
 #[cfg(test)]

@@ -74,6 +74,12 @@ pub struct Options {
     /// `sendInitialEvents` are served. Off, they are refused with 422 as a server before
     /// 1.27 or with the gate off refuses them, and legacy watches are not defaulted to them.
     pub watch_list: bool,
+    /// Answer gets, lists and watches in protobuf to clients that ask for it first
+    /// (client-go's and kcm's `application/vnd.kubernetes.protobuf, application/json`), for
+    /// the kinds the codec writes (pods among them) and metadata-only requests, as the API
+    /// server does. Off, they get JSON, as from a server (or aggregated API) without protobuf.
+    /// A watch event the codec cannot write ends its watch with an ERROR event saying so.
+    pub protobuf: bool,
 }
 
 impl Default for Options {
@@ -86,6 +92,7 @@ impl Default for Options {
             pod_groups: false,
             tls: false,
             watch_list: true,
+            protobuf: false,
         }
     }
 }
@@ -140,6 +147,7 @@ impl TestServer {
             connections: connections.clone(),
             addr,
             watch_list: options.watch_list,
+            protobuf: options.protobuf,
             bytes_sent: bytes_sent.clone(),
         });
         let (stop_tx, stop_rx) = oneshot::channel::<()>();

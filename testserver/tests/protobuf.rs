@@ -201,3 +201,154 @@ async fn protobuf_only_get_answers_the_stored_object_in_protobuf() {
         serde_json::from_slice::<serde_json::Value>(&json_answer).unwrap()
     );
 }
+
+/// What client-go and kcm ask for: protobuf first, JSON accepted.
+const PROTOBUF_FIRST: &str = "application/vnd.kubernetes.protobuf, application/json";
+
+/// The frames of a protobuf watch stream: a 4-byte big-endian length, then a bare
+/// `metav1.WatchEvent` {type = 1, object = 2 {raw = 1}}; each event's type and its object
+/// decoded from the object's own `k8s\0` envelope.
+fn watch_frames(mut body: &[u8]) -> Vec<(String, serde_json::Value)> {
+    let mut events = Vec::new();
+    while !body.is_empty() {
+        let len = u32::from_be_bytes(body[..4].try_into().unwrap()) as usize;
+        let event = &body[4..4 + len];
+        body = &body[4 + len..];
+        // type = 1 (one length byte), then object = 2 holding raw = 1.
+        assert_eq!(event[0], 0x0a);
+        let type_len = event[1] as usize;
+        let kind = String::from_utf8(event[2..2 + type_len].to_vec()).unwrap();
+        let rest = &event[2 + type_len..];
+        assert_eq!(rest[0], 0x12);
+        let raw = skip_key_and_length(rest);
+        assert_eq!(raw[0], 0x0a);
+        let object = skip_key_and_length(raw);
+        events.push((kind, kube_testserver::decode_protobuf(object).unwrap()));
+    }
+    events
+}
+
+/// A chunked HTTP/1.1 body's data.
+fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut data = Vec::new();
+    loop {
+        let line = body.windows(2).position(|w| w == b"\r\n").unwrap();
+        let len = usize::from_str_radix(std::str::from_utf8(&body[..line]).unwrap(), 16).unwrap();
+        if len == 0 {
+            return data;
+        }
+        data.extend_from_slice(&body[line + 2..line + 2 + len]);
+        body = &body[line + 2 + len + 2..];
+    }
+}
+
+/// A length-delimited field's bytes (after its one-byte key and its varint length).
+fn skip_key_and_length(field: &[u8]) -> &[u8] {
+    let mut at = 1;
+    let mut len = 0usize;
+    let mut shift = 0;
+    loop {
+        let byte = field[at];
+        at += 1;
+        len |= usize::from(byte & 0x7f) << shift;
+        shift += 7;
+        if byte & 0x80 == 0 {
+            break;
+        }
+    }
+    &field[at..at + len]
+}
+
+#[tokio::test]
+async fn pods_and_node_metadata_are_listed_and_watched_in_protobuf_when_asked_first() {
+    let server = kube_testserver::TestServer::start_with(kube_testserver::Options {
+        protobuf: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let addr = server.addr();
+    let json = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json"),
+    ];
+    let pod = serde_json::json!({ "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "web-1", "namespace": "default", "labels": { "app": "web" } },
+        "spec": { "nodeName": "n1", "containers": [{ "name": "web", "image": "web",
+            "resources": { "requests": { "cpu": "100m" } } }] },
+        "status": { "phase": "Running", "qosClass": "Burstable",
+            "conditions": [{ "type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T10:00:05Z" }] } });
+    let body = serde_json::to_vec(&pod).unwrap();
+    let path = "/api/v1/namespaces/default/pods";
+    let (status, _, created) = request(addr, "POST", path, &json, &body).await;
+    assert_eq!(status, 201, "{}", String::from_utf8_lossy(&created));
+    let node =
+        br#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1","annotations":{"a":"b"}}}"#;
+    let (status, _, _) = request(addr, "POST", "/api/v1/nodes", &json, node).await;
+    assert_eq!(status, 201);
+    let (_, _, stored) = request(addr, "GET", &format!("{path}/web-1"), &json, &[]).await;
+    let stored: serde_json::Value = serde_json::from_slice(&stored).unwrap();
+
+    let first = [("Accept", PROTOBUF_FIRST)];
+    let (status, head, list) = request(addr, "GET", "/api/v1/pods", &first, &[]).await;
+    assert_eq!(status, 200);
+    assert!(
+        head.contains(&format!("content-type: {PROTOBUF}")),
+        "{head}"
+    );
+    let (_, _, json_list) = request(addr, "GET", "/api/v1/pods", &json, &[]).await;
+    let json_list: serde_json::Value = serde_json::from_slice(&json_list).unwrap();
+    assert_eq!(list, kube_testserver::encode_protobuf(&json_list).unwrap());
+
+    // A streamed initial state: the pod, then the bookmark that ends it, each a frame.
+    let watch = "/api/v1/pods?watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1";
+    let (status, head, frames) = request(addr, "GET", watch, &first, &[]).await;
+    assert_eq!(status, 200);
+    assert!(
+        head.contains("content-type: application/vnd.kubernetes.protobuf;stream=watch"),
+        "{head}"
+    );
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    let events = watch_frames(&dechunk(&frames));
+    assert_eq!(events[0], ("ADDED".to_string(), stored.clone()));
+    assert_eq!(events[1].0, "BOOKMARK");
+    assert_eq!(
+        events[1].1["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+
+    // Metadata only, as client-go's metadata client asks for it.
+    let metadata = [(
+        "Accept",
+        "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json",
+    )];
+    let (status, head, list) = request(addr, "GET", "/api/v1/nodes", &metadata, &[]).await;
+    assert_eq!(status, 200);
+    assert!(
+        head.contains(&format!("content-type: {PROTOBUF}")),
+        "{head}"
+    );
+    let (_, _, json_nodes) = request(addr, "GET", "/api/v1/nodes", &json, &[]).await;
+    let json_nodes: serde_json::Value = serde_json::from_slice(&json_nodes).unwrap();
+    let expected = serde_json::json!({
+        "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+        "metadata": json_nodes["metadata"],
+        "items": [{ "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": json_nodes["items"][0]["metadata"] }],
+    });
+    assert_eq!(list, kube_testserver::encode_protobuf(&expected).unwrap());
+
+    // JSON first, or a Table: JSON as before.
+    for accept in [
+        "application/json, application/vnd.kubernetes.protobuf",
+        "application/json;as=Table;v=v1;g=meta.k8s.io, application/json",
+    ] {
+        let (status, head, _) =
+            request(addr, "GET", "/api/v1/pods", &[("Accept", accept)], &[]).await;
+        assert_eq!(status, 200);
+        assert!(
+            head.contains("content-type: application/json"),
+            "{accept}: {head}"
+        );
+    }
+}
