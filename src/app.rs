@@ -11,16 +11,16 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::controllers::{Context, Descriptor};
-use crate::runtime::client::{ClientError, Clients, load_config};
+use crate::lock::lock;
 use crate::runtime::clock::{self, Clock};
-use crate::runtime::credentials::TokenPolicy;
-use crate::runtime::discovery::{self, Timing};
-use crate::runtime::informer::Informers;
+use crate::runtime::connection::client::{ClientError, Clients, load_config};
+use crate::runtime::connection::credentials::TokenPolicy;
+use crate::runtime::connection::discovery::{self, Timing};
 use crate::runtime::leader::{LeaderElectionConfig, LeaderElector, default_identity};
-use crate::runtime::lock::lock;
 use crate::runtime::metrics::{Metrics, ReplicaState};
 use crate::runtime::serving;
 use crate::runtime::startup::Startup;
+use crate::runtime::watching::informer::Informers;
 use crate::settings::Settings;
 
 /// Every controller kcm runs, with what it needs (API group, RBAC).

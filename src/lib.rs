@@ -6,5 +6,7 @@ pub mod app;
 pub mod cli;
 pub mod controllers;
 pub mod features;
+pub mod k8s;
+pub mod lock;
 pub mod runtime;
 pub mod settings;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::controllers::Controller;
 use crate::features::FeatureGates;
-use crate::runtime::listwatch::InitialList;
+use crate::runtime::watching::listwatch::InitialList;
 
 /// Everything the command line says, checked and resolved.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,10 +6,10 @@ mod common;
 
 use common::{DEADLINE, eventually};
 use k8s_openapi::api::core::v1::Pod;
-use kcm::runtime::informer::{Change, Informers};
-use kcm::runtime::listwatch::InitialList;
+use kcm::k8s::view::Pod as PodView;
 use kcm::runtime::metrics::Metrics;
-use kcm::runtime::view::Pod as PodView;
+use kcm::runtime::watching::informer::{Change, Informers};
+use kcm::runtime::watching::listwatch::InitialList;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube_testserver::{Fault, Options, RequestRecord, TestServer};
 use serde_json::json;

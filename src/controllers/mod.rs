@@ -20,13 +20,13 @@ pub use self::error::{ControllerError, joined};
 use crate::features::{FeatureGate, FeatureGates};
 use crate::runtime::clock::Clock;
 use crate::runtime::controller::ControllerBuilder;
-use crate::runtime::events::EventRecorder;
-use crate::runtime::events::sink::ApiSink;
-use crate::runtime::informer::Informers;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::rbac::Rule;
 use crate::runtime::startup::Startup;
-use crate::runtime::writer::ApiWriter;
+use crate::runtime::watching::informer::Informers;
+use crate::runtime::writing::events::EventRecorder;
+use crate::runtime::writing::events::sink::ApiSink;
+use crate::runtime::writing::writer::ApiWriter;
 use crate::settings::Settings;
 
 /// What a controller runs with.

@@ -14,8 +14,8 @@ use super::budget::{count_healthy, disrupted_pods, expected_and_desired, new_sta
 use super::error::DisruptionError;
 use super::messages;
 use super::scale::ScaleError;
-use crate::runtime::selector::{self, Selector};
-use crate::runtime::view::Pod;
+use crate::k8s::selector::{self, Selector};
+use crate::k8s::view::Pod;
 
 /// An event to record; events never block or fail a sync.
 #[derive(Debug, Clone, PartialEq)]

@@ -43,12 +43,12 @@ use self::evaluator::{Registered, Replenish};
 use super::{Context, ControllerError, Descriptor};
 use crate::controllers::Controller;
 use crate::runtime::badinput::BadInput;
-use crate::runtime::counter::CountChange;
-use crate::runtime::informer::{Change, Informer};
-use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
-use crate::runtime::writer::ApiWriter;
+use crate::runtime::watching::counter::CountChange;
+use crate::runtime::watching::informer::{Change, Informer};
+use crate::runtime::writing::mutation::{MUTATION_TTL, MutationCache};
+use crate::runtime::writing::writer::ApiWriter;
 
 const CONTROLLER: &str = "resourcequota-controller";
 const PRIMARY: &str = "resourcequota_primary";

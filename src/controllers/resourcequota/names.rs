@@ -1,7 +1,7 @@
 //! Resource-name rules the evaluators share: the native/extended resource name helpers (name
-//! validation itself is [`crate::runtime::selector`]'s).
+//! validation itself is [`crate::k8s::selector`]'s).
 
-use crate::runtime::selector::is_qualified_name;
+use crate::k8s::selector::is_qualified_name;
 
 pub(super) const REQUESTS_PREFIX: &str = "requests.";
 const DEFAULT_NAMESPACE_PREFIX: &str = "kubernetes.io/";

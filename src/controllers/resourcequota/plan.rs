@@ -13,7 +13,7 @@ use super::evaluator::{Registered, Snapshot};
 use super::scope::{QuotaScope, parse_scope};
 use super::status::{candidates, next_status};
 use super::usage::{ResourceList, add_lists, mask_list, out_of_range_names};
-use crate::runtime::quantity::Quantity;
+use crate::k8s::quantity::Quantity;
 
 /// What one sync of a quota is to do.
 #[derive(Debug, Default, PartialEq)]

@@ -40,9 +40,9 @@ use super::super::testing::{from, now};
 use super::super::usage::Usage;
 use super::*;
 use crate::controllers::joined;
-use crate::runtime::counter::ObjectCounter;
-use crate::runtime::stored::Stored;
-use crate::runtime::view::Pod;
+use crate::k8s::view::Pod;
+use crate::runtime::watching::counter::ObjectCounter;
+use crate::runtime::watching::stored::Stored;
 
 /// A type's objects as a plain list instead of an informer.
 struct Listed<K>(Vec<Arc<K>>);

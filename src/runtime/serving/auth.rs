@@ -28,7 +28,7 @@ use kube::api::{Api, PostParams};
 use tokio::time::Instant;
 
 use super::tls::Peer;
-use crate::runtime::lock::lock;
+use crate::lock::lock;
 
 /// The group every authenticated user gets (upstream's `AuthenticatedGroupAdder`).
 const AUTHENTICATED: &str = "system:authenticated";

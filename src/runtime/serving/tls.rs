@@ -20,7 +20,7 @@ use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureS
 
 use super::auth::{HeaderNames, User};
 use super::options::{CipherSuite, Curve, TlsOptions, TlsVersion};
-use crate::runtime::lock::lock;
+use crate::lock::lock;
 
 /// Upstream's `PairName` for kube-controller-manager: `<cert-dir>/kube-controller-manager.{crt,key}`.
 pub const PAIR_NAME: &str = "kube-controller-manager";

@@ -41,11 +41,11 @@ use super::totals::Totals;
 use super::usage::Usage;
 use crate::controllers::Context;
 use crate::features::{FeatureGate, FeatureGates};
+use crate::runtime::connection::discovery::{self, Answer, Timing};
 use crate::runtime::controller::ControllerBuilder;
-use crate::runtime::discovery::{self, Answer, Timing};
-use crate::runtime::informer::{Change, Informer, Informers};
 use crate::runtime::queue::WorkQueue;
-use crate::runtime::stored::Stored;
+use crate::runtime::watching::informer::{Change, Informer, Informers};
+use crate::runtime::watching::stored::Stored;
 
 /// The typed evaluators in upstream's registry order; the object counts of other types
 /// follow them (the controller starts those while some quota counts the type).

@@ -15,7 +15,7 @@ use crate::controllers::resourcequota::scope::{QuotaScope, ScopeError, ScopeRequ
 use crate::controllers::resourcequota::usage::{
     ResourceList, Usage, intersection, one, time_nanos,
 };
-use crate::runtime::view::Pod;
+use crate::k8s::view::Pod;
 
 /// The object-count name of pods.
 pub const POD_COUNT: &str = "count/pods";

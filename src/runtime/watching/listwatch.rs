@@ -41,7 +41,7 @@ use kube::runtime::watcher::{Error, Event};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use super::connection;
+use crate::runtime::connection::reachability;
 
 /// How an informer gets its initial state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -211,7 +211,7 @@ where
                         },
                     ),
                     Err(err) => {
-                        let on = on_failure(api_status(&err), connection::cause(&err).is_some());
+                        let on = on_failure(api_status(&err), reachability::cause(&err).is_some());
                         self.after_failure(on, Error::WatchStartFailed(err))
                     }
                 }

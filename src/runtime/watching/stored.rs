@@ -19,8 +19,8 @@ use kube::Resource;
 use kube::core::PartialObjectMeta;
 use serde::de::DeserializeOwned;
 
-use super::podgroup::PodGroup;
-use super::view;
+use crate::k8s::podgroup::PodGroup;
+use crate::k8s::view;
 
 /// The annotation `kubectl apply` leaves on objects; large and never read by controllers.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
