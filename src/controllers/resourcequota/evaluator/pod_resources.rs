@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::QuotaGates;
-use super::pods::{CPU, HUGEPAGES_PREFIX, MEMORY};
+use crate::controllers::resourcequota::names::{CPU, HUGEPAGES_PREFIX, MEMORY};
 use crate::controllers::resourcequota::usage::{
     ResourceList, add_into, add_quantity, max_into, object_label, parse_list,
 };
