@@ -8,8 +8,8 @@ use std::sync::Arc;
 use kube::Client;
 
 use super::discovery::{Quotable, quotable, referenced_counts};
-use super::evaluator::REGISTRY;
 use super::evaluator::object_count::ObjectCount;
+use super::registry::REGISTRY;
 use super::{Quota, hard_names};
 use crate::lock::lock;
 use crate::runtime::connection::reachability;

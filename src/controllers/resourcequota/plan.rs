@@ -8,7 +8,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ResourceQuota, ResourceQuotaStatus};
 use kube::ResourceExt;
 
-use super::UsageError;
+use super::error::UsageError;
 use super::evaluator::{Registered, Snapshot};
 use super::scope::{QuotaScope, parse_scope};
 use super::status::{candidates, next_status};

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::{Registered, Snapshot};
-use crate::controllers::resourcequota::UsageError;
+use crate::controllers::resourcequota::error::UsageError;
 use crate::controllers::resourcequota::scope::{QuotaScope, unscoped_matches};
 use crate::controllers::resourcequota::usage::{Usage, intersection, one};
 use crate::k8s::quantity::{Format, Quantity};
