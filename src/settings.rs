@@ -7,7 +7,7 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::controllers::Controller;
+use crate::controllers::controller::Controller;
 use crate::features::FeatureGates;
 use crate::runtime::watching::listwatch::InitialList;
 
