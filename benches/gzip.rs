@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kcm::runtime::client::{Clients, load_config};
+use kcm::runtime::connection::client::{Clients, load_config};
 use kcm::runtime::metrics::Metrics;
 use kube::api::{Api, ListParams};
 use kube_testserver::TestServer;

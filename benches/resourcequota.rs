@@ -13,7 +13,7 @@ use kcm::controllers::resourcequota::evaluator::QuotaGates;
 use kcm::controllers::resourcequota::evaluator::pods::{pod_matches_scope, pod_usage};
 use kcm::controllers::resourcequota::scope::parse_scope;
 use kcm::controllers::resourcequota::usage::sum_usage;
-use kcm::runtime::view::Pod as PodView;
+use kcm::k8s::view::Pod as PodView;
 use kube::api::{Api, ListParams};
 use kube_testserver::TestServer;
 use serde_json::json;

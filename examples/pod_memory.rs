@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use kcm::runtime::stored::trim_metadata;
-use kcm::runtime::view;
+use kcm::k8s::view;
+use kcm::runtime::watching::stored::trim_metadata;
 use serde_json::{Value, json};
 
 const PODS: usize = 50_000;

@@ -1,27 +1,32 @@
-//! Wires the process: client → serving (HTTPS, plain HTTP) → leader election → controllers → shutdown.
+//! The process's life, in the phases kube-controller-manager goes through: connect (metrics,
+//! one client per user, the shared informers), serve (`/metrics`, `/healthz`, `/readyz`), wait
+//! to lead (a warm standby keeps its stores synced meanwhile), run the controllers, and shut
+//! down (in-flight reconciles finish, the lease is handed over). [`run_with_config`] reads as
+//! that life; each phase is a function or a small type below it.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use kube::Client;
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
+use prometheus::IntGauge;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::{JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::controllers::{Context, Descriptor};
 use crate::explain::endpoint;
-use crate::runtime::client::{ClientError, Clients, load_config};
+use crate::lock::lock;
 use crate::runtime::clock::{self, Clock};
-use crate::runtime::credentials::TokenPolicy;
-use crate::runtime::discovery::{self, Timing};
-use crate::runtime::informer::Informers;
+use crate::runtime::connection::client::{ClientError, Clients, load_config};
+use crate::runtime::connection::credentials::TokenPolicy;
+use crate::runtime::connection::discovery::{self, Timing};
 use crate::runtime::leader::{LeaderElectionConfig, LeaderElector, default_identity};
-use crate::runtime::lock::lock;
 use crate::runtime::metrics::{Metrics, ReplicaState};
 use crate::runtime::serving;
 use crate::runtime::startup::Startup;
+use crate::runtime::watching::informer::Informers;
 use crate::settings::Settings;
 
 /// Every controller kcm runs, with what it needs (API group, RBAC).
@@ -105,6 +110,58 @@ pub async fn run_with_config(
     clock: Clock,
     stop_signal: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AppError> {
+    // Connect, and serve /metrics, /healthz and /readyz.
+    announce(&settings);
+    let stop = CancellationToken::new();
+    let connection = Connection::open(&settings, config, &identity, &stop)?;
+    stop_on(stop_signal, stop.clone());
+    let standing = Standing::new(connection.informers.clone());
+    let explain = endpoint::routes(endpoint::Endpoint {
+        informers: connection.informers.clone(),
+        client: connection.clients.client("explain")?,
+        gates: settings.feature_gates,
+        clock: clock.clone(),
+        leading: standing.leading.clone(),
+    });
+    serve(
+        &settings,
+        &connection.metrics,
+        standing.readiness(),
+        explain,
+        &stop,
+    )
+    .await?;
+
+    // Wait to lead (a warm standby syncs its stores meanwhile), then hold the lease.
+    let enabled = enabled_controllers(&settings);
+    let mut discovery = Discovery::new(&enabled, &connection);
+    let lease = match lead(&settings, &connection, &identity, &mut discovery, &stop).await {
+        Ok(Some(lease)) => lease,
+        not_leading => {
+            // Stop the warm informers and discovery.
+            connection.controllers_stop.cancel();
+            return not_leading.map(|_| ());
+        }
+    };
+    connection.metrics.set_replica_state(ReplicaState::Leader);
+    standing.set_leading(true);
+    let mut held = lease.hold();
+
+    // Run the controllers until SIGTERM, a lost lease or a failure; then shut down.
+    let launcher = Launcher::new(&settings, &connection, clock, &stop);
+    let mut controllers = Controllers::new(launcher, standing);
+    let outcome = match controllers.start(&enabled, &mut discovery).await {
+        Ok(()) => controllers.run(&mut discovery, &mut held, &stop).await,
+        failed => failed,
+    };
+    controllers.stop(outcome.is_ok()).await;
+    held.release(outcome.is_ok()).await;
+    stop.cancel();
+    outcome
+}
+
+/// Says once, at start, what resolving the command line left to say.
+fn announce(settings: &Settings) {
     for note in &settings.notes {
         tracing::info!("{note}");
     }
@@ -117,64 +174,146 @@ pub async fn run_with_config(
             settings.unused_flags.join(", ")
         );
     }
-    let metrics = Metrics::with_disabled(&settings.disabled_metrics)?;
-    // One client and bucket per user, as kube-controller-manager: the shared informers, the
-    // metadata informers, discovery, leader election, and each controller (below).
-    let mut clients = Clients::new(
-        config,
-        settings.kube_api_qps,
-        settings.kube_api_burst.get(),
-        &identity,
-        metrics.rest_client.clone(),
-    );
-    let metadata_client = clients.client("metadata-informers")?;
-    let discovery = clients.client("controller-discovery")?;
-    let stop = CancellationToken::new();
-    if settings.use_service_account_credentials {
-        let policy = TokenPolicy {
-            create_accounts: !settings.shadow,
-            ..TokenPolicy::default()
-        };
-        clients.use_service_account_credentials(policy, stop.clone())?;
-    }
-    let signal_stop = stop.clone();
-    tokio::spawn(async move {
-        stop_signal.await;
-        tracing::info!("termination signal received; shutting down");
-        signal_stop.cancel();
-    });
-    let controllers_stop = CancellationToken::new();
-    let informers = Informers::new(
-        clients.client("shared-informers")?,
-        metrics.clone(),
-        controllers_stop.clone(),
-    )
-    .with_min_resync_period(settings.min_resync_period)
-    .with_initial_list(settings.initial_list)
-    .with_content_type(settings.content_type);
+}
 
-    // A standby is ready once the stores it keeps warm have synced (a cold one holds none);
-    // a leader is ready once every enabled controller has started or been found to lack its
-    // API, and every store the started ones read has synced.
-    let warm = settings
-        .leader_election
-        .as_ref()
-        .is_some_and(|le| le.warm_standby);
-    let leading = Arc::new(AtomicBool::new(false));
-    let progress: Arc<std::sync::Mutex<Option<Progress>>> = Arc::default();
-    let ready_informers = informers.clone();
-    let ready_leading = leading.clone();
-    let ready_progress = progress.clone();
-    let readiness: serving::Readiness = Arc::new(move || {
-        if !ready_leading.load(Ordering::SeqCst) {
-            let unsynced = ready_informers.unsynced();
+/// What the process reaches the cluster with: its metrics, one client and bucket per user as
+/// kube-controller-manager has them (the shared informers, the metadata informers, discovery,
+/// leader election, and each controller when it starts), and the shared informers.
+struct Connection {
+    metrics: Metrics,
+    clients: Clients,
+    metadata_client: Client,
+    discovery_client: Client,
+    informers: Informers,
+    /// Stops the controllers, and with them the shared informers and discovery.
+    controllers_stop: CancellationToken,
+}
+
+impl Connection {
+    /// Connects as `identity`; with `--use-service-account-credentials` the controllers' tokens
+    /// are renewed until `stop`.
+    fn open(
+        settings: &Settings,
+        config: kube::Config,
+        identity: &str,
+        stop: &CancellationToken,
+    ) -> Result<Self, AppError> {
+        let metrics = Metrics::with_disabled(&settings.disabled_metrics)?;
+        let mut clients = Clients::new(
+            config,
+            settings.kube_api_qps,
+            settings.kube_api_burst.get(),
+            identity,
+            metrics.rest_client.clone(),
+        );
+        let metadata_client = clients.client("metadata-informers")?;
+        let discovery_client = clients.client("controller-discovery")?;
+        if settings.use_service_account_credentials {
+            let policy = TokenPolicy {
+                create_accounts: !settings.shadow,
+                ..TokenPolicy::default()
+            };
+            clients.use_service_account_credentials(policy, stop.clone())?;
+        }
+        let controllers_stop = CancellationToken::new();
+        let informers = Informers::new(
+            clients.client("shared-informers")?,
+            metrics.clone(),
+            controllers_stop.clone(),
+        )
+        .with_min_resync_period(settings.min_resync_period)
+        .with_initial_list(settings.initial_list)
+        .with_content_type(settings.content_type);
+        Ok(Self {
+            metrics,
+            clients,
+            metadata_client,
+            discovery_client,
+            informers,
+            controllers_stop,
+        })
+    }
+}
+
+/// Cancels `stop` when `signal` (SIGTERM or SIGINT, or a test's own) resolves.
+fn stop_on(signal: impl Future<Output = ()> + Send + 'static, stop: CancellationToken) {
+    tokio::spawn(async move {
+        signal.await;
+        tracing::info!("termination signal received; shutting down");
+        stop.cancel();
+    });
+}
+
+/// Starts the listeners that are configured: HTTPS (`--secure-port`) and plain HTTP
+/// (`--port`), until `stop`; `debug` (`/debug/explain`) is served beside `/metrics`.
+async fn serve(
+    settings: &Settings,
+    metrics: &Metrics,
+    readiness: serving::Readiness,
+    debug: axum::Router,
+    stop: &CancellationToken,
+) -> Result<(), AppError> {
+    if let Some(secure) = &settings.secure_serving {
+        serving::serve_secure(
+            secure,
+            metrics.clone(),
+            readiness.clone(),
+            settings.profiling,
+            debug.clone(),
+            stop.clone(),
+        )
+        .await?;
+    }
+    if let Some(addr) = settings.http_listener {
+        serving::serve_plain(
+            addr,
+            metrics.clone(),
+            readiness,
+            settings.profiling,
+            debug,
+            stop.clone(),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Where this replica stands, as `/readyz` answers it. A standby is ready once the stores it
+/// keeps warm have synced (a cold one holds none); a leader is ready once every enabled
+/// controller has started or been found to lack its API, and every store the started ones
+/// read has synced.
+#[derive(Clone)]
+struct Standing {
+    informers: Informers,
+    leading: Arc<AtomicBool>,
+    /// The leader's controllers; `None` until they are being started.
+    progress: Arc<Mutex<Option<Progress>>>,
+}
+
+impl Standing {
+    fn new(informers: Informers) -> Self {
+        Self {
+            informers,
+            leading: Arc::default(),
+            progress: Arc::default(),
+        }
+    }
+
+    fn readiness(&self) -> serving::Readiness {
+        let standing = self.clone();
+        Arc::new(move || standing.ready())
+    }
+
+    fn ready(&self) -> Result<(), serving::NotReady> {
+        if !self.leading.load(Ordering::SeqCst) {
+            let unsynced = self.informers.unsynced();
             return match unsynced.is_empty() {
                 true => Ok(()),
                 false => Err(serving::NotReady::StoresNotSynced(unsynced)),
             };
         }
         // Until the controllers are being started their stores may not even be registered.
-        let progress = lock(&ready_progress);
+        let progress = lock(&self.progress);
         let Some(progress) = progress.as_ref() else {
             return Err(serving::NotReady::ControllersStarting);
         };
@@ -187,7 +326,7 @@ pub async fn run_with_config(
                     .collect(),
             ));
         }
-        let unsynced = ready_informers.unsynced();
+        let unsynced = self.informers.unsynced();
         if !unsynced.is_empty() {
             return Err(serving::NotReady::StoresNotSynced(unsynced));
         }
@@ -202,277 +341,222 @@ pub async fn run_with_config(
         } else {
             Err(serving::NotReady::ControllersNotSynced(pending))
         }
-    });
-    let explain = endpoint::routes(endpoint::Endpoint {
-        informers: informers.clone(),
-        client: clients.client("explain")?,
-        gates: settings.feature_gates,
-        clock: clock.clone(),
-        leading: leading.clone(),
-    });
-    if let Some(secure) = &settings.secure_serving {
-        serving::serve_secure(
-            secure,
-            metrics.clone(),
-            readiness.clone(),
-            settings.profiling,
-            explain.clone(),
-            stop.clone(),
-        )
-        .await?;
-    }
-    if let Some(addr) = settings.http_listener {
-        serving::serve_plain(
-            addr,
-            metrics.clone(),
-            readiness,
-            settings.profiling,
-            explain,
-            stop.clone(),
-        )
-        .await?;
     }
 
-    let elector = match &settings.leader_election {
-        Some(le) => Some(LeaderElector::new(
-            clients.client("leader-election")?,
-            LeaderElectionConfig {
-                namespace: le.resource_namespace.clone(),
-                name: le.resource_name.clone(),
-                identity: identity.clone(),
-                lease_duration: le.lease_duration,
-                renew_deadline: le.renew_deadline,
-                retry_period: le.retry_period,
-            },
-        )),
-        None => None,
-    };
-    let lease_name = settings
-        .leader_election
-        .as_ref()
-        .map(|le| le.resource_name.clone())
-        .unwrap_or_default();
-    // Without leader election upstream exports no `leader_election_master_status` series.
-    let leader_gauge = settings
-        .leader_election
-        .is_some()
-        .then(|| metrics.leader.with_label_values(&[&lease_name]));
-    let enabled: Vec<&'static Descriptor> = settings
+    fn set_leading(&self, leading: bool) {
+        self.leading.store(leading, Ordering::SeqCst);
+    }
+
+    /// The leader's controllers as they are first started.
+    fn set_progress(&self, progress: Progress) {
+        *lock(&self.progress) = Some(progress);
+    }
+
+    /// Whether every controller's API has been found served or not.
+    fn discovered(&self) -> bool {
+        lock(&self.progress)
+            .as_ref()
+            .is_some_and(|p| p.discovering.is_empty())
+    }
+
+    /// Whether discovery has yet to answer for the controller `name` for the first time.
+    fn is_discovering(&self, name: &str) -> bool {
+        lock(&self.progress)
+            .as_ref()
+            .is_some_and(|p| p.discovering.contains_key(name))
+    }
+
+    /// The controller `name` lacks its API: no longer pending. Returns the API, if it was.
+    fn not_served(&self, name: &str) -> Option<String> {
+        lock(&self.progress)
+            .as_mut()
+            .and_then(|p| p.discovering.remove(name))
+    }
+
+    /// The controller `name` has started, its API found served.
+    fn started(&self, name: &str, startup: Startup) {
+        let mut progress = lock(&self.progress);
+        let progress = progress.get_or_insert_default();
+        progress.discovering.remove(name);
+        progress.started.push(startup);
+    }
+}
+
+/// The enabled controllers, in canonical order.
+fn enabled_controllers(settings: &Settings) -> Vec<&'static Descriptor> {
+    settings
         .enabled_controllers
         .iter()
         .map(|c| c.descriptor())
-        .collect();
-    // Each controller whose API is known to be served (or that needs none) can start at
-    // once; the others wait for discovery, each on its own, so no answer holds up another.
-    // A warm standby asks at once (reads only) and warms each controller found served; a
-    // cold one asks nothing before it leads.
-    let (found_tx, mut found_rx) = mpsc::unbounded_channel::<(&'static Descriptor, Found)>();
-    let discover = || start_discovery(&enabled, &discovery, &found_tx, &controllers_stop);
-    let mut discovering = None;
-    if let Some(elector) = &elector {
-        tracing::info!(
-            identity,
-            lease = lease_name,
-            warm,
-            "waiting to acquire the leader lease"
-        );
-        let stop_wait = stop.clone();
-        let acquire = elector.acquire(async move { stop_wait.cancelled().await });
-        let acquired = if warm {
-            metrics.set_replica_state(ReplicaState::WarmStandby);
-            for entry in enabled.iter().filter(|entry| entry.api.is_none()) {
-                (entry.warm)(&informers, &settings);
-            }
-            discovering = Some(discover());
-            let (acquired, answers) = warm_until(acquire, &mut found_rx, |entry| {
-                (entry.warm)(&informers, &settings)
-            })
-            .await;
-            // Handled below, as answers that come after the lease is acquired.
-            for answer in answers {
-                let _ = found_tx.send(answer);
-            }
-            acquired
-        } else {
-            metrics.set_replica_state(ReplicaState::ColdStandby);
-            acquire.await
-        };
-        let acquired = acquired.map_err(|e| AppError::Leader(e.to_string()));
-        if !matches!(acquired, Ok(true)) {
-            // Stop the warm informers and discovery.
-            controllers_stop.cancel();
-            return acquired.map(|_| ());
-        }
-        if let Some(gauge) = &leader_gauge {
-            gauge.set(1);
-        }
-    }
-    metrics.set_replica_state(ReplicaState::Leader);
-    leading.store(true, Ordering::SeqCst);
-    // The lease is renewed from now on in a task of its own, so slow controller starts
-    // (ServiceAccount retries, --controller-start-interval) never delay a renewal; dropping
-    // the handle (any early return) stops the renewals.
-    let (released_tx, released_rx) = tokio::sync::oneshot::channel::<()>();
-    let mut hold = AbortOnDropHandle::new(tokio::spawn(async move {
-        match elector {
-            Some(elector) => elector
-                .hold(async move {
-                    let _ = released_rx.await;
-                })
-                .await
-                .map_err(|e| AppError::Leader(e.to_string())),
-            None => {
-                let _ = released_rx.await;
-                Ok(())
-            }
-        }
-    }));
-
-    for (controller, gate) in &settings.skipped_for_gates {
-        tracing::info!(controller = %controller, gate, "controller is disabled by feature gate");
-    }
-    let launcher = Launcher {
-        clients: &clients,
-        metadata_client,
-        informers: informers.clone(),
-        metrics: metrics.clone(),
-        settings: Arc::new(settings.clone()),
-        shutdown: controllers_stop.clone(),
-        stop: stop.clone(),
-        clock,
-    };
-    let mut running: JoinSet<Result<(), AppError>> = JoinSet::new();
-    let mut initial = Progress {
-        discovering: discovering.unwrap_or_else(discover),
-        started: Vec::new(),
-    };
-    drop(found_tx);
-    for entry in enabled.iter().filter(|entry| entry.api.is_none()) {
-        initial
-            .started
-            .push(launcher.launch(entry, &mut running).await?);
-    }
-    *lock(&progress) = Some(initial);
-    let mut started_any = !running.is_empty();
-    let mut said_idle = false;
-
-    // Controllers run until SIGTERM, a lost lease, or one of them fails.
-
-    let outcome: Result<(), AppError> = loop {
-        // With nothing to run (all skipped), stay up and healthy instead of exiting into a
-        // crash loop; the operator sees why in the log, and a group served later still
-        // starts its controller.
-        if running.is_empty()
-            && !said_idle
-            && lock(&progress)
-                .as_ref()
-                .is_some_and(|p| p.discovering.is_empty())
-        {
-            said_idle = true;
-            tracing::warn!("no controller is running; kcm stays up until stopped");
-        }
-        tokio::select! {
-            _ = stop.cancelled() => break Ok(()),
-            lost = &mut hold => break Err(held(lost).err().unwrap_or_else(|| AppError::Leader("lease released unexpectedly".into()))),
-            Some((entry, found)) = found_rx.recv() => {
-                match found {
-                    Found::NotServed => {
-                        let api = lock(&progress).as_mut().and_then(|p| p.discovering.remove(entry.name));
-                        tracing::warn!(controller = %entry.controller, api = api.as_deref().unwrap_or_default(), "the cluster does not serve this API; controller skipped until it does");
-                    }
-                    Found::Served => {
-                        let pending = lock(&progress).as_ref().is_some_and(|p| p.discovering.contains_key(entry.name));
-                        if !pending {
-                            tracing::info!(controller = %entry.controller, "the cluster now serves the controller's API");
-                        }
-                        // Still pending for readiness until it has started.
-                        match launcher.launch(entry, &mut running).await {
-                            Ok(startup) => {
-                                let mut progress = lock(&progress);
-                                let progress = progress.get_or_insert_default();
-                                progress.discovering.remove(entry.name);
-                                progress.started.push(startup);
-                                started_any = true;
-                                said_idle = false;
-                            }
-                            Err(err) => break Err(err),
-                        }
-                    }
-                }
-            }
-            Some(done) = running.join_next(), if !running.is_empty() => match done {
-                Ok(Ok(())) if running.is_empty() && started_any => {
-                    break Err(AppError::Controller("all", "every controller stopped".into()));
-                }
-                Ok(Ok(())) => {}
-                Ok(Err(err)) => break Err(err),
-                Err(join) => break Err(AppError::Controller("task", join.to_string())),
-            },
-        }
-    };
-    // Stop the controllers and give in-flight reconciles time to finish.
-    controllers_stop.cancel();
-    let finish = async { while running.join_next().await.is_some() {} };
-    let grace = settings.controller_shutdown_timeout;
-    if outcome.is_ok() && tokio::time::timeout(grace, finish).await.is_err() {
-        tracing::warn!("controllers did not finish within {grace:?}; exiting anyway");
-    }
-    leading.store(false, Ordering::SeqCst);
-    if outcome.is_ok() {
-        // Hand the lease over at once instead of making the next leader wait it out.
-        let _ = released_tx.send(());
-        if let Err(err) = held(hold.await) {
-            tracing::warn!(error = %err, "releasing the lease failed");
-        }
-    }
-    if let Some(gauge) = &leader_gauge {
-        gauge.set(0);
-    }
-    stop.cancel();
-    outcome
+        .collect()
 }
 
-/// Starts discovery of each of `enabled`'s APIs (those that need one): each answer is sent
-/// on `found`, until `cancelled`. Returns the APIs asked for, by controller.
-fn start_discovery(
-    enabled: &[&'static Descriptor],
-    client: &Client,
-    found: &mpsc::UnboundedSender<(&'static Descriptor, Found)>,
-    cancelled: &CancellationToken,
-) -> BTreeMap<&'static str, String> {
-    let mut discovering = BTreeMap::new();
-    for &entry in enabled {
-        let Some((group, version)) = entry.api else {
-            continue;
-        };
-        let api = if group.is_empty() {
-            version.to_string()
-        } else {
-            format!("{group}/{version}")
-        };
-        discovering.insert(entry.name, api.clone());
-        let client = client.clone();
-        let found = found.clone();
-        let cancelled = cancelled.clone();
-        tokio::spawn(async move {
-            let skipped = found.clone();
-            let served = discovery::until_served(
-                &api,
-                Timing::default(),
-                || discovery::probe(&client, group, version),
-                move || {
-                    let _ = skipped.send((entry, Found::NotServed));
-                },
-            );
-            tokio::select! {
-                () = cancelled.cancelled() => {}
-                () = served => {
-                    let _ = found.send((entry, Found::Served));
-                }
-            }
-        });
+/// One answer of discovery: whether a controller's API is served.
+type Answer = (&'static Descriptor, Found);
+
+/// Discovery of the APIs the enabled controllers need, asked once: by a warm standby while it
+/// waits (reads only), else when leading. Each controller's API is asked on its own, so no
+/// answer holds up another; one found not served is asked again until it is.
+struct Discovery {
+    enabled: Vec<&'static Descriptor>,
+    client: Client,
+    /// Ends discovery, with the controllers.
+    cancelled: CancellationToken,
+    found: mpsc::UnboundedSender<Answer>,
+    answers: mpsc::UnboundedReceiver<Answer>,
+    /// The APIs asked for, by controller; `None` until asked.
+    asked: Option<BTreeMap<&'static str, String>>,
+}
+
+impl Discovery {
+    fn new(enabled: &[&'static Descriptor], connection: &Connection) -> Self {
+        let (found, answers) = mpsc::unbounded_channel();
+        Self {
+            enabled: enabled.to_vec(),
+            client: connection.discovery_client.clone(),
+            cancelled: connection.controllers_stop.clone(),
+            found,
+            answers,
+            asked: None,
+        }
     }
-    discovering
+
+    /// Asks for each enabled controller's API (those that need one), unless asked already.
+    fn start(&mut self) {
+        if self.asked.is_none() {
+            self.asked = Some(self.ask());
+        }
+    }
+
+    /// The APIs asked for, by controller, asking now if no one has.
+    fn asked(&mut self) -> BTreeMap<&'static str, String> {
+        self.start();
+        self.asked.clone().unwrap_or_default()
+    }
+
+    /// Puts answers already received back, ahead of those still to come.
+    fn hand_back(&self, answers: Vec<Answer>) {
+        for answer in answers {
+            let _ = self.found.send(answer);
+        }
+    }
+
+    fn ask(&self) -> BTreeMap<&'static str, String> {
+        let mut discovering = BTreeMap::new();
+        for &entry in &self.enabled {
+            let Some((group, version)) = entry.api else {
+                continue;
+            };
+            let api = if group.is_empty() {
+                version.to_string()
+            } else {
+                format!("{group}/{version}")
+            };
+            discovering.insert(entry.name, api.clone());
+            let client = self.client.clone();
+            let found = self.found.clone();
+            let cancelled = self.cancelled.clone();
+            tokio::spawn(async move {
+                let skipped = found.clone();
+                let served = discovery::until_served(
+                    &api,
+                    Timing::default(),
+                    || discovery::probe(&client, group, version),
+                    move || {
+                        let _ = skipped.send((entry, Found::NotServed));
+                    },
+                );
+                tokio::select! {
+                    () = cancelled.cancelled() => {}
+                    () = served => {
+                        let _ = found.send((entry, Found::Served));
+                    }
+                }
+            });
+        }
+        discovering
+    }
+}
+
+/// Waits to lead, with `--leader-elect`; without it, leads at once. A warm standby meanwhile
+/// keeps the stores of every controller it can start synced ([`warm_standby`]); a cold one
+/// holds nothing and asks nothing. `None`: stopped before the lease was acquired.
+async fn lead(
+    settings: &Settings,
+    connection: &Connection,
+    identity: &str,
+    discovery: &mut Discovery,
+    stop: &CancellationToken,
+) -> Result<Option<Lease>, AppError> {
+    let Some(election) = &settings.leader_election else {
+        // Without leader election upstream exports no `leader_election_master_status` series.
+        return Ok(Some(Lease {
+            elector: None,
+            gauge: None,
+        }));
+    };
+    let elector = LeaderElector::new(
+        connection.clients.client("leader-election")?,
+        LeaderElectionConfig {
+            namespace: election.resource_namespace.clone(),
+            name: election.resource_name.clone(),
+            identity: identity.to_string(),
+            lease_duration: election.lease_duration,
+            renew_deadline: election.renew_deadline,
+            retry_period: election.retry_period,
+        },
+    );
+    let lease_name = election.resource_name.as_str();
+    let gauge = connection.metrics.leader.with_label_values(&[lease_name]);
+    let warm = election.warm_standby;
+    tracing::info!(
+        identity,
+        lease = lease_name,
+        warm,
+        "waiting to acquire the leader lease"
+    );
+    let stop_wait = stop.clone();
+    let acquire = elector.acquire(async move { stop_wait.cancelled().await });
+    let acquired = if warm {
+        connection
+            .metrics
+            .set_replica_state(ReplicaState::WarmStandby);
+        warm_standby(acquire, settings, &connection.informers, discovery).await
+    } else {
+        connection
+            .metrics
+            .set_replica_state(ReplicaState::ColdStandby);
+        acquire.await
+    };
+    if !acquired.map_err(|e| AppError::Leader(e.to_string()))? {
+        return Ok(None);
+    }
+    gauge.set(1);
+    Ok(Some(Lease {
+        elector: Some(elector),
+        gauge: Some(gauge),
+    }))
+}
+
+/// A warm standby's wait for `acquire`: the stores of the controllers that need no API are
+/// synced at once, and discovery is asked, so each controller found served is warmed as the
+/// answer comes. The answers go back to `discovery`, for the leader to act on.
+async fn warm_standby<T>(
+    acquire: impl Future<Output = T>,
+    settings: &Settings,
+    informers: &Informers,
+    discovery: &mut Discovery,
+) -> T {
+    for entry in discovery.enabled.iter().filter(|entry| entry.api.is_none()) {
+        (entry.warm)(informers, settings);
+    }
+    discovery.start();
+    let (acquired, answers) = warm_until(acquire, &mut discovery.answers, |entry| {
+        (entry.warm)(informers, settings)
+    })
+    .await;
+    discovery.hand_back(answers);
+    acquired
 }
 
 /// A warm standby's wait for the lease: each controller discovery finds served is warmed
@@ -480,11 +564,11 @@ fn start_discovery(
 /// order, for the leader to act on.
 async fn warm_until<T>(
     acquire: impl Future<Output = T>,
-    found: &mut mpsc::UnboundedReceiver<(&'static Descriptor, Found)>,
+    found: &mut mpsc::UnboundedReceiver<Answer>,
     mut warm: impl FnMut(&'static Descriptor),
-) -> (T, Vec<(&'static Descriptor, Found)>) {
+) -> (T, Vec<Answer>) {
     let mut answers = Vec::new();
-    let mut answered = |(entry, answer): (&'static Descriptor, Found)| {
+    let mut answered = |(entry, answer): Answer| {
         if matches!(answer, Found::Served) {
             tracing::info!(controller = %entry.controller, "the cluster serves the controller's API; warming its stores");
             warm(entry);
@@ -505,9 +589,190 @@ async fn warm_until<T>(
     (acquired, answers)
 }
 
+/// The lease this replica leads under, and the gauge that says it leads (neither without
+/// `--leader-elect`).
+struct Lease {
+    elector: Option<LeaderElector>,
+    gauge: Option<IntGauge>,
+}
+
+impl Lease {
+    /// Renews the lease from now on in a task of its own, so slow controller starts
+    /// (ServiceAccount retries, --controller-start-interval) never delay a renewal.
+    fn hold(self) -> Held {
+        let Lease { elector, gauge } = self;
+        let (release, released) = oneshot::channel::<()>();
+        let renewals = AbortOnDropHandle::new(tokio::spawn(async move {
+            match elector {
+                Some(elector) => elector
+                    .hold(async move {
+                        let _ = released.await;
+                    })
+                    .await
+                    .map_err(|e| AppError::Leader(e.to_string())),
+                None => {
+                    let _ = released.await;
+                    Ok(())
+                }
+            }
+        }));
+        Held {
+            renewals,
+            release,
+            gauge,
+        }
+    }
+}
+
+/// A lease being renewed; dropping it (any early return) stops the renewals.
+struct Held {
+    /// Ends when the lease is lost, or released.
+    renewals: AbortOnDropHandle<Result<(), AppError>>,
+    release: oneshot::Sender<()>,
+    gauge: Option<IntGauge>,
+}
+
+impl Held {
+    /// After a clean stop, hands the lease over at once instead of making the next leader
+    /// wait it out.
+    async fn release(self, clean: bool) {
+        if clean {
+            let _ = self.release.send(());
+            if let Err(err) = held(self.renewals.await) {
+                tracing::warn!(error = %err, "releasing the lease failed");
+            }
+        }
+        if let Some(gauge) = &self.gauge {
+            gauge.set(0);
+        }
+    }
+}
+
 /// The outcome of the lease-holding task.
-fn held(outcome: Result<Result<(), AppError>, tokio::task::JoinError>) -> Result<(), AppError> {
+fn held(outcome: Result<Result<(), AppError>, JoinError>) -> Result<(), AppError> {
     outcome.unwrap_or_else(|join| Err(AppError::Leader(join.to_string())))
+}
+
+/// The leader's controllers: their tasks, and where they stand for readiness.
+struct Controllers<'a> {
+    launcher: Launcher<'a>,
+    tasks: JoinSet<Result<(), AppError>>,
+    standing: Standing,
+    /// Once every controller that started has stopped, kcm fails.
+    started_any: bool,
+    /// "No controller is running" was said, and no controller has started since.
+    said_idle: bool,
+}
+
+impl<'a> Controllers<'a> {
+    fn new(launcher: Launcher<'a>, standing: Standing) -> Self {
+        Self {
+            launcher,
+            tasks: JoinSet::new(),
+            standing,
+            started_any: false,
+            said_idle: false,
+        }
+    }
+
+    /// Starts each of `enabled` that needs no API at once; the others wait for discovery
+    /// (asked now, unless a warm standby has asked already).
+    async fn start(
+        &mut self,
+        enabled: &[&'static Descriptor],
+        discovery: &mut Discovery,
+    ) -> Result<(), AppError> {
+        for (controller, gate) in &self.launcher.settings.skipped_for_gates {
+            tracing::info!(controller = %controller, gate, "controller is disabled by feature gate");
+        }
+        let mut progress = Progress {
+            discovering: discovery.asked(),
+            started: Vec::new(),
+        };
+        for entry in enabled.iter().filter(|entry| entry.api.is_none()) {
+            progress
+                .started
+                .push(self.launcher.launch(entry, &mut self.tasks).await?);
+        }
+        self.standing.set_progress(progress);
+        self.started_any = !self.tasks.is_empty();
+        Ok(())
+    }
+
+    /// Runs the controllers until SIGTERM (`stop`), a lost lease, or one of them fails;
+    /// meanwhile each controller discovery finds served starts.
+    async fn run(
+        &mut self,
+        discovery: &mut Discovery,
+        lease: &mut Held,
+        stop: &CancellationToken,
+    ) -> Result<(), AppError> {
+        loop {
+            self.say_if_idle();
+            tokio::select! {
+                _ = stop.cancelled() => return Ok(()),
+                lost = &mut lease.renewals => return Err(held(lost).err().unwrap_or_else(|| AppError::Leader("lease released unexpectedly".into()))),
+                Some((entry, found)) = discovery.answers.recv() => self.found(entry, found).await?,
+                Some(done) = self.tasks.join_next(), if !self.tasks.is_empty() => self.ended(done)?,
+            }
+        }
+    }
+
+    /// With nothing to run (all skipped), kcm stays up and healthy instead of exiting into a
+    /// crash loop; the operator sees why in the log, and a group served later still starts its
+    /// controller.
+    fn say_if_idle(&mut self) {
+        if self.tasks.is_empty() && !self.said_idle && self.standing.discovered() {
+            self.said_idle = true;
+            tracing::warn!("no controller is running; kcm stays up until stopped");
+        }
+    }
+
+    /// Discovery's answer for `entry`: a served API starts its controller.
+    async fn found(&mut self, entry: &'static Descriptor, found: Found) -> Result<(), AppError> {
+        match found {
+            Found::NotServed => {
+                let api = self.standing.not_served(entry.name);
+                tracing::warn!(controller = %entry.controller, api = api.as_deref().unwrap_or_default(), "the cluster does not serve this API; controller skipped until it does");
+            }
+            Found::Served => {
+                if !self.standing.is_discovering(entry.name) {
+                    tracing::info!(controller = %entry.controller, "the cluster now serves the controller's API");
+                }
+                // Still pending for readiness until it has started.
+                let startup = self.launcher.launch(entry, &mut self.tasks).await?;
+                self.standing.started(entry.name, startup);
+                self.started_any = true;
+                self.said_idle = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// A controller's task ended: its error ends kcm, and so does the last one stopping.
+    fn ended(&self, done: Result<Result<(), AppError>, JoinError>) -> Result<(), AppError> {
+        match done {
+            Ok(Ok(())) if self.tasks.is_empty() && self.started_any => Err(AppError::Controller(
+                "all",
+                "every controller stopped".into(),
+            )),
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(err)) => Err(err),
+            Err(join) => Err(AppError::Controller("task", join.to_string())),
+        }
+    }
+
+    /// Stops the controllers; after a clean stop, in-flight reconciles get
+    /// `--controller-shutdown-timeout` to finish.
+    async fn stop(&mut self, clean: bool) {
+        self.launcher.connection.controllers_stop.cancel();
+        let finish = async { while self.tasks.join_next().await.is_some() {} };
+        let grace = self.launcher.settings.controller_shutdown_timeout;
+        if clean && tokio::time::timeout(grace, finish).await.is_err() {
+            tracing::warn!("controllers did not finish within {grace:?}; exiting anyway");
+        }
+        self.standing.set_leading(false);
+    }
 }
 
 /// Where the leader's controllers stand, for readiness: none is pending once each has
@@ -529,18 +794,28 @@ enum Found {
 
 /// What every controller is started with.
 struct Launcher<'a> {
-    clients: &'a Clients,
-    metadata_client: Client,
-    informers: Informers,
-    metrics: Metrics,
+    connection: &'a Connection,
     settings: Arc<Settings>,
-    shutdown: CancellationToken,
     /// SIGTERM/SIGINT, which also ends the wait between two controller starts.
     stop: CancellationToken,
     clock: Clock,
 }
 
-impl Launcher<'_> {
+impl<'a> Launcher<'a> {
+    fn new(
+        settings: &Settings,
+        connection: &'a Connection,
+        clock: Clock,
+        stop: &CancellationToken,
+    ) -> Self {
+        Self {
+            connection,
+            settings: Arc::new(settings.clone()),
+            stop: stop.clone(),
+            clock,
+        }
+    }
+
     /// Starts `entry` on `running`; its startup progress is returned for readiness.
     async fn launch(
         &self,
@@ -550,13 +825,14 @@ impl Launcher<'_> {
         tracing::info!(controller = %entry.controller, "starting controller");
         let name = entry.name;
         let startup = Startup::new(name);
+        let connection = self.connection;
         let run = (entry.run)(Context {
-            client: self.clients.controller(entry.client).await?,
-            metadata_client: self.metadata_client.clone(),
-            informers: self.informers.clone(),
-            metrics: self.metrics.clone(),
+            client: connection.clients.controller(entry.client).await?,
+            metadata_client: connection.metadata_client.clone(),
+            informers: connection.informers.clone(),
+            metrics: connection.metrics.clone(),
             settings: self.settings.clone(),
-            shutdown: self.shutdown.clone(),
+            shutdown: connection.controllers_stop.clone(),
             clock: self.clock.clone(),
             startup: startup.clone(),
         });

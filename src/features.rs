@@ -964,7 +964,7 @@ impl FeatureGates {
                 });
             };
             let (name, value) = (name.trim(), value.trim());
-            let value = crate::runtime::golang::parse_bool(value).ok_or_else(|| {
+            let value = crate::k8s::golang::parse_bool(value).ok_or_else(|| {
                 FeatureGateError::InvalidBool {
                     name: name.to_owned(),
                     value: value.to_owned(),

@@ -7,5 +7,7 @@ pub mod cli;
 pub mod controllers;
 pub mod explain;
 pub mod features;
+pub mod k8s;
+pub mod lock;
 pub mod runtime;
 pub mod settings;

@@ -7,10 +7,10 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::controllers::Controller;
+use crate::controllers::controller::Controller;
 use crate::features::FeatureGates;
-use crate::runtime::listwatch::InitialList;
 use crate::runtime::protobuf::ContentType;
+use crate::runtime::watching::listwatch::InitialList;
 
 /// Everything the command line says, checked and resolved.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,9 +3,9 @@
 mod common;
 
 use common::{DEADLINE, eventually};
-use kcm::runtime::counter::{CountChange, ObjectCounter};
-use kcm::runtime::listwatch::InitialList;
 use kcm::runtime::metrics::Metrics;
+use kcm::runtime::watching::counter::{CountChange, ObjectCounter};
+use kcm::runtime::watching::listwatch::InitialList;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube_testserver::{Fault, ResourceType, TestServer};
 use serde_json::json;

@@ -25,8 +25,8 @@ use kcm::controllers::resourceclaim::claims::generate_name;
 use kcm::controllers::ttl::boundaries::{
     BOUNDARIES, Decision, TTL_ANNOTATION, TtlState, annotation_patch, decide,
 };
-use kcm::runtime::quantity::{Format, Quantity};
-use kcm::runtime::selector::{self, Selector, from_label_selector};
+use kcm::k8s::quantity::{Format, Quantity};
+use kcm::k8s::selector::{self, Selector, from_label_selector};
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::TestCaseError;

@@ -6,11 +6,11 @@ mod common;
 
 use common::{DEADLINE, envtest, eventually};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kcm::runtime::informer::Informers;
+use kcm::k8s::view::Pod as PodView;
 use kcm::runtime::metrics::Metrics;
 use kcm::runtime::protobuf::ContentType;
-use kcm::runtime::stored::NodeMeta;
-use kcm::runtime::view::Pod as PodView;
+use kcm::runtime::watching::informer::Informers;
+use kcm::runtime::watching::stored::NodeMeta;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;

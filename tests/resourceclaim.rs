@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{DEADLINE, InProcess, eventually};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
-use kcm::runtime::podgroup::PodGroup;
+use kcm::k8s::podgroup::PodGroup;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube_testserver::{Fault, TestServer};

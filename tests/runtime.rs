@@ -4,10 +4,10 @@ mod common;
 
 use common::{DEADLINE, eventually};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, ObjectReference};
-use kcm::runtime::events::EventRecorder;
-use kcm::runtime::events::sink::ApiSink;
 use kcm::runtime::metrics::Metrics;
-use kcm::runtime::writer::{ApiWriter, Part, UpstreamFix, is_conflict};
+use kcm::runtime::writing::events::EventRecorder;
+use kcm::runtime::writing::events::sink::ApiSink;
+use kcm::runtime::writing::writer::{ApiWriter, Part, UpstreamFix, is_conflict};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube_testserver::TestServer;
 use serde_json::json;
@@ -241,7 +241,7 @@ async fn events_are_created_then_patched_as_client_go_records_them_and_withheld_
 #[tokio::test]
 async fn each_client_keeps_to_its_own_qps_and_burst_and_records_client_go_metrics() {
     let server = TestServer::start().await;
-    let config = kcm::runtime::client::load_config(Some(server.kubeconfig_path()))
+    let config = kcm::runtime::connection::client::load_config(Some(server.kubeconfig_path()))
         .await
         .unwrap();
     let host = format!(
@@ -250,7 +250,7 @@ async fn each_client_keeps_to_its_own_qps_and_burst_and_records_client_go_metric
         config.cluster_url.port_u16().unwrap()
     );
     let metrics = Metrics::new().unwrap();
-    let clients = kcm::runtime::client::Clients::new(
+    let clients = kcm::runtime::connection::client::Clients::new(
         config,
         10.0,
         2,

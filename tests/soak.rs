@@ -32,7 +32,7 @@ use kcm::controllers::resourcequota::status::next_status;
 use kcm::controllers::resourcequota::usage::{mask_list, sum_usage};
 use kcm::controllers::storageversiongc::gc::{self, Outcome};
 use kcm::controllers::ttl::boundaries::{BOUNDARIES, TTL_ANNOTATION};
-use kcm::runtime::view::{Pod as PodView, WatchedPod};
+use kcm::k8s::view::{Pod as PodView, WatchedPod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use kube_testserver::{Fault, TestServer};
@@ -468,7 +468,7 @@ async fn converged(client: &Client) -> Result<(), String> {
             .items
         {
             let spec = pdb.spec.clone().unwrap_or_default();
-            let selector = kcm::runtime::selector::from_label_selector(spec.selector.as_ref())
+            let selector = kcm::k8s::selector::from_label_selector(spec.selector.as_ref())
                 .map_err(|e| e.to_string())?;
             let matching: Vec<&PodView> = pods
                 .iter()

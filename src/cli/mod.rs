@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use clap::{Arg, ArgAction, Parser};
 
-use crate::runtime::listwatch::InitialList;
 use crate::runtime::protobuf::ContentType;
+use crate::runtime::watching::listwatch::InitialList;
 
 /// Declares a group of flags kcm accepts but does not use: each is an `Option` (set only when
 /// given, so the start-up line can name exactly those), with upstream's default in its help,

@@ -45,7 +45,7 @@ pub enum ValueError {
 
 /// Go's `strconv.ParseBool`, which pflag uses for boolean flags and feature gates.
 pub fn parse_go_bool(text: &str) -> Result<bool, ValueError> {
-    crate::runtime::golang::parse_bool(text).ok_or_else(|| ValueError::Bool(text.to_owned()))
+    crate::k8s::golang::parse_bool(text).ok_or_else(|| ValueError::Bool(text.to_owned()))
 }
 
 /// Go's `strconv.ParseInt(text, 0, bits)`, as pflag's `int`, `int32` and `int32Slice`
@@ -157,7 +157,7 @@ pub fn string_to_string(text: &str) -> Result<Pairs, ValueError> {
 
 /// apimachinery's `resource.Quantity` (`--log-*-info-buffer-size`).
 pub fn quantity(text: &str) -> Result<String, ValueError> {
-    text.parse::<crate::runtime::quantity::Quantity>()
+    text.parse::<crate::k8s::quantity::Quantity>()
         .map(|_| text.to_owned())
         .map_err(|_| ValueError::Quantity)
 }

@@ -53,7 +53,7 @@ mod tests {
 
     use super::*;
     use crate::controllers::resourceclaim::claims::ResolveError;
-    use crate::runtime::writer::{is_conflict, is_not_found};
+    use crate::runtime::writing::writer::{is_conflict, is_not_found};
 
     fn api_error(code: u16, message: &str) -> kube::Error {
         kube::Error::Api(Status::failure(message, "Reason").with_code(code).boxed())

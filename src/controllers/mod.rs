@@ -1,7 +1,7 @@
 //! The controllers, and what each is given to run: a client, the shared informers, the one
 //! write path, events, queues and the shutdown signal. Controllers never call each other.
 
-mod controller;
+pub mod controller;
 pub mod disruption;
 mod error;
 pub mod resourceclaim;
@@ -9,6 +9,7 @@ pub mod resourcequota;
 pub mod storageversiongc;
 pub mod ttl;
 
+use std::fmt;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -20,13 +21,13 @@ pub use self::error::{ControllerError, joined};
 use crate::features::{FeatureGate, FeatureGates};
 use crate::runtime::clock::Clock;
 use crate::runtime::controller::ControllerBuilder;
-use crate::runtime::events::EventRecorder;
-use crate::runtime::events::sink::ApiSink;
-use crate::runtime::informer::Informers;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::rbac::Rule;
 use crate::runtime::startup::Startup;
-use crate::runtime::writer::ApiWriter;
+use crate::runtime::watching::informer::Informers;
+use crate::runtime::writing::events::EventRecorder;
+use crate::runtime::writing::events::sink::ApiSink;
+use crate::runtime::writing::writer::ApiWriter;
 use crate::settings::Settings;
 
 /// What a controller runs with.
@@ -153,6 +154,42 @@ pub const CONTROLLERS: &[Descriptor; Controller::ALL.len()] = &[
     ttl::DESCRIPTOR,
     storageversiongc::DESCRIPTOR,
 ];
+
+/// What the descriptors say of each controller.
+impl Controller {
+    /// Its name, aliases, gates, RBAC and constructor.
+    pub fn descriptor(self) -> &'static Descriptor {
+        &CONTROLLERS[self as usize]
+    }
+
+    /// kube-controller-manager's name, as accepted by --controllers.
+    pub fn canonical_name(self) -> &'static str {
+        self.descriptor().name
+    }
+
+    /// Older names kube-controller-manager still accepts.
+    pub fn aliases(self) -> &'static [&'static str] {
+        self.descriptor().aliases
+    }
+
+    /// Gates that must all be on for the controller to start, checked in this order.
+    pub fn required_gates(self) -> &'static [FeatureGate] {
+        self.descriptor().required_gates
+    }
+
+    /// Looks up a canonical name or an alias (exact match, as kube-controller-manager does).
+    pub fn from_name(name: &str) -> Option<Controller> {
+        Controller::ALL.into_iter().find(|controller| {
+            controller.canonical_name() == name || controller.aliases().contains(&name)
+        })
+    }
+}
+
+impl fmt::Display for Controller {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.canonical_name())
+    }
+}
 
 #[cfg(test)]
 mod tests {

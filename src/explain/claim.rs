@@ -18,9 +18,9 @@ use crate::controllers::resourceclaim::plan::{
     ClaimStep, Cleanup, Consumer, Fetched, Reservation, Stores, plan_claim, plan_cleanup, plan_pod,
     plan_reservations,
 };
-use crate::runtime::informer::Informers;
-use crate::runtime::podgroup::PodGroup;
-use crate::runtime::view::Pod;
+use crate::k8s::podgroup::PodGroup;
+use crate::k8s::view::Pod;
+use crate::runtime::watching::informer::Informers;
 
 /// The stores as the controller's plans read them. No deleted-objects cache: a consumer the
 /// store does not have is gone.

@@ -21,8 +21,8 @@ use kube::Client;
 use super::{ExplainError, Kind, Reads, Request, explain};
 use crate::features::FeatureGates;
 use crate::runtime::clock::Clock;
-use crate::runtime::informer::Informers;
-use crate::runtime::stored::NodeMeta;
+use crate::runtime::watching::informer::Informers;
+use crate::runtime::watching::stored::NodeMeta;
 
 /// What the endpoint reads.
 #[derive(Clone)]

@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::features::FeatureGates;
-use crate::runtime::informer::Informers;
+use crate::runtime::watching::informer::Informers;
 
 /// What can be explained, by the names `kcm explain` accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::{Difference, ExplainError, Explanation, Reads, Reasons};
 use crate::controllers::ttl::boundaries::{BOUNDARIES, Decision, TTL_ANNOTATION, TtlState, decide};
-use crate::runtime::stored::NodeMeta;
+use crate::runtime::watching::stored::NodeMeta;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]

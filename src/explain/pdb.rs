@@ -20,7 +20,7 @@ use crate::controllers::disruption::plan::{plan_budget, pod_selector};
 use crate::controllers::disruption::scale::{
     ControllerScale, ExpectedScale, ScaleError, ScaleFinder,
 };
-use crate::runtime::view::Pod;
+use crate::k8s::view::Pod;
 
 /// One selected pod.
 #[derive(Debug, Clone, Serialize)]

@@ -10,11 +10,10 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use serde::Serialize;
 
 use super::{ExplainError, Explanation, LARGEST, Reads, Reasons, differences};
-use crate::controllers::resourcequota::evaluator::{
-    Charge, QuotaGates, Registered, Snapshot, over_informers,
-};
+use crate::controllers::resourcequota::evaluator::{Charge, QuotaGates, Registered, Snapshot};
 use crate::controllers::resourcequota::plan::{plan_sync, quota_scope, tracked};
-use crate::runtime::quantity::Quantity;
+use crate::controllers::resourcequota::registry::over_informers;
+use crate::k8s::quantity::Quantity;
 
 /// One object's share of a resource.
 #[derive(Debug, Clone, Serialize)]

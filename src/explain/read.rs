@@ -19,12 +19,12 @@ use kube::{Client, Config, Resource};
 use super::{ExplainError, Kind, Request};
 use crate::controllers::storageversiongc::gc::IDENTITY_NAMESPACE;
 use crate::features::{FeatureGate, FeatureGates};
-use crate::runtime::informer::Informers;
+use crate::k8s::podgroup::PodGroup;
+use crate::k8s::view::Pod;
 use crate::runtime::metrics::Metrics;
-use crate::runtime::podgroup::PodGroup;
-use crate::runtime::stored::{NodeMeta, Stored};
-use crate::runtime::view::Pod;
-use crate::runtime::writer::is_not_found;
+use crate::runtime::watching::informer::Informers;
+use crate::runtime::watching::stored::{NodeMeta, Stored};
+use crate::runtime::writing::writer::is_not_found;
 
 /// The cluster configuration as kubectl finds it: `kubeconfig` (else `KUBECONFIG` or
 /// `~/.kube/config`) at `context` (else its current one); with neither flag and no file,

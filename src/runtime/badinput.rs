@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use lru::LruCache;
 
 use super::metrics::Metrics;
-use crate::runtime::lock::lock;
+use crate::lock::lock;
 
 /// How many (object version, problem) pairs are remembered.
 const REMEMBERED: NonZeroUsize = match NonZeroUsize::new(4096) {

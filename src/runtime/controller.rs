@@ -20,13 +20,13 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
-use super::informer::{Change, Informers, feed};
 use super::metrics::Metrics;
 use super::queue::{QueueKey, WorkQueue, run_workers};
 use super::startup::Startup;
+use super::watching::informer::{Change, Informers, feed};
 use kube::Resource;
 
-use super::stored::Stored;
+use super::watching::stored::Stored;
 
 /// A task of the controller ended by panicking (or was aborted) instead of returning.
 #[derive(Debug, thiserror::Error)]

@@ -11,7 +11,7 @@
 //! whole seconds); each acquisition attempt is cut after `renew_deadline`; and a lease
 //! duration below 1s is refused, since the Lease would store 0 seconds.
 
-use super::connection;
+use super::connection::reachability;
 use super::rbac::Rule;
 use std::future::Future;
 use std::pin::pin;
@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::runtime::lock::lock;
+use crate::lock::lock;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
@@ -336,7 +336,7 @@ impl LeaderElector {
             Err(err) => {
                 // An unreachable server is reported once by the clients' `Reachability`, not
                 // once per retry period here.
-                match connection::cause(&err) {
+                match reachability::cause(&err) {
                     Some(cause) => {
                         tracing::debug!(lease = %self.describe(), %cause, "error retrieving resource lock")
                     }

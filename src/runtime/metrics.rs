@@ -8,9 +8,9 @@ use prometheus::{
     HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
+use super::connection::restclient::RestClientMetrics;
 use super::queue::WorkqueueMetrics;
-use super::restclient::RestClientMetrics;
-use crate::runtime::lock::lock;
+use crate::lock::lock;
 
 fn family_names(collectors: &[&dyn Collector]) -> Vec<String> {
     collectors

@@ -1,34 +1,23 @@
-//! Plumbing shared by all controllers; controllers meet only here.
+//! How controllers run: the machinery every controller shares, and the only place they meet.
+//! Watching the API server ([`watching`]), writing to it ([`writing`]), the connection itself
+//! ([`connection`]); work queues and their rate limits, a controller's wiring
+//! ([`controller`]), leader election, metrics and the listeners ([`serving`]).
+//!
+//! What a Kubernetes object is, and how upstream prints it, is in [`crate::k8s`]; what a
+//! controller decides is in its own folder under [`crate::controllers`].
 
 pub mod backoff;
 pub mod badinput;
-pub mod client;
 pub mod clock;
 pub mod connection;
 pub mod controller;
-pub mod counter;
-pub mod credentials;
-pub mod discovery;
-pub mod events;
-pub mod golang;
-pub mod index;
-pub mod informer;
-pub mod intern;
 pub mod leader;
-pub mod listwatch;
-pub mod lock;
 pub mod memory;
 pub mod metrics;
-pub mod mutation;
-pub mod podgroup;
 pub mod protobuf;
-pub mod quantity;
 pub mod queue;
 pub mod rbac;
-pub mod restclient;
-pub mod selector;
 pub mod serving;
 pub mod startup;
-pub mod stored;
-pub mod view;
-pub mod writer;
+pub mod watching;
+pub mod writing;

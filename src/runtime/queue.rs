@@ -28,7 +28,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::backoff::RateLimiter;
-use crate::runtime::lock::lock;
+use crate::lock::lock;
 
 /// client-go's `defaultUnfinishedWorkUpdatePeriod`.
 const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);

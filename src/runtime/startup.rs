@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::runtime::lock::lock;
+use crate::lock::lock;
 use tokio::time::Instant;
 
 /// How often a queue is checked for its first drain; the line is informative, not a deadline.

@@ -244,10 +244,11 @@ impl InProcess {
             .expect("flags parse")
             .validate()
             .expect("flags valid");
-        let config =
-            kcm::runtime::client::load_config(Some(kubeconfig.unwrap_or(server.kubeconfig_path())))
-                .await
-                .expect("kubeconfig");
+        let config = kcm::runtime::connection::client::load_config(Some(
+            kubeconfig.unwrap_or(server.kubeconfig_path()),
+        ))
+        .await
+        .expect("kubeconfig");
         let denied = std::sync::Arc::default();
         if kubeconfig.is_none() {
             server.authorize(authorizer(&settings, std::sync::Arc::clone(&denied)));

@@ -12,9 +12,6 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::error::ApiError;
-use crate::resources::ResourceType;
-
 /// A second API of a stored type, converted on every read and write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum View {
@@ -287,15 +284,6 @@ pub(crate) fn legacy_validate(event: &Value, view: Option<View>) -> Result<(), (
         return too_long("message", NOTE_MAX);
     }
     Ok(())
-}
-
-/// A validation failure as the API server reports it.
-pub(crate) fn invalid_error(
-    rt: &ResourceType,
-    name: &str,
-    (field, detail): (String, String),
-) -> ApiError {
-    ApiError::invalid(rt, name, &field, &detail)
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ pub mod podgroups;
 // kcm's port of apimachinery's Quantity, shared rather than copied: quota admission must
 // add and print quantities exactly as kcm's quota controller writes them.
 #[allow(dead_code)]
-#[path = "../../src/runtime/quantity.rs"]
+#[path = "../../src/k8s/quantity.rs"]
 mod quantity;
 mod quota_admission;
 pub mod rbac;

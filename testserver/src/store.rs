@@ -470,6 +470,11 @@ fn parse_rv(rv: &str) -> Result<u64, ApiError> {
         .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))
 }
 
+/// A validation failure of an event as the API server reports it.
+fn invalid_error(rt: &ResourceType, name: &str, (field, detail): (String, String)) -> ApiError {
+    ApiError::invalid(rt, name, &field, &detail)
+}
+
 fn patch_error(err: PatchError) -> ApiError {
     match err {
         PatchError::Invalid(msg) => ApiError::new(422, "Invalid", msg),
@@ -928,7 +933,7 @@ impl State {
         }
         apply_defaults(rt, &mut new);
         if rt.key() == CORE_EVENTS {
-            events::legacy_validate(&new, via).map_err(|e| events::invalid_error(rt, &key.1, e))?;
+            events::legacy_validate(&new, via).map_err(|e| invalid_error(rt, &key.1, e))?;
         }
         if podgroups::is_pod_groups(rt) {
             podgroups::validate_update(rt, &new, &current)?;
@@ -1055,7 +1060,7 @@ impl State {
         }
         apply_defaults(rt, &mut obj);
         if rt.key() == CORE_EVENTS {
-            events::validate_create(&obj, via).map_err(|e| events::invalid_error(rt, &name, e))?;
+            events::validate_create(&obj, via).map_err(|e| invalid_error(rt, &name, e))?;
         }
         if podgroups::is_pod_groups(rt) {
             podgroups::validate_create(rt, &obj)?;

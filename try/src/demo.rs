@@ -94,7 +94,8 @@ impl Demo {
             "--feature-gates=StorageVersionAPI=true".into(),
         ];
         let settings = <kcm::cli::Options as clap::Parser>::try_parse_from(args)?.validate()?;
-        let config = kcm::runtime::client::load_config(settings.kubeconfig.as_deref()).await?;
+        let config =
+            kcm::runtime::connection::client::load_config(settings.kubeconfig.as_deref()).await?;
         let identity = kcm::runtime::leader::default_identity();
         let (stop, stopped) = oneshot::channel::<()>();
         let kcm = tokio::spawn(kcm::app::run_with_config(

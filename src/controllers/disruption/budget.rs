@@ -18,8 +18,8 @@ use k8s_openapi::api::policy::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::runtime::golang::go_quote;
-use crate::runtime::view::Pod;
+use crate::k8s::golang::go_quote;
+use crate::k8s::view::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 /// How long a `disruptedPods` entry may wait for its pod to get a deletionTimestamp.
@@ -516,7 +516,7 @@ mod tests {
     // Fixtures are full pods, as the API server holds them; the view functions get views.
     use k8s_openapi::api::core::v1::Pod;
 
-    use crate::runtime::view;
+    use crate::k8s::view;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     const NOW: i64 = 1_700_000_000;

@@ -3,8 +3,8 @@
 
 use super::budget::BudgetError;
 use super::scale::ScaleError;
-use crate::runtime::selector::SelectorError;
-use crate::runtime::writer::{error_text, is_conflict};
+use crate::k8s::selector::SelectorError;
+use crate::runtime::writing::writer::{error_text, is_conflict};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DisruptionError {

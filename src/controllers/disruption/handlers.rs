@@ -9,11 +9,11 @@ use kube::ResourceExt;
 
 use super::budget::stale_disruption_wait;
 use super::{Disruption, messages};
-use crate::runtime::informer::Change;
+use crate::k8s::selector;
+use crate::k8s::view::Pod;
 use crate::runtime::queue::WorkQueue;
-use crate::runtime::selector;
-use crate::runtime::stored::{Stored, key_of};
-use crate::runtime::view::Pod;
+use crate::runtime::watching::informer::Change;
+use crate::runtime::watching::stored::{Stored, key_of};
 
 impl Disruption {
     /// PDBs in the pod's namespace whose selector matches it, sorted by name so the choice

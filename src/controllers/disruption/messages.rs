@@ -3,7 +3,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::runtime::golang::{go_label_selector, go_quote};
+use crate::k8s::golang::{go_label_selector, go_quote};
 
 /// `MultiplePodDisruptionBudgets` on the pod: `%q` of namespace, pod and chosen PDB.
 pub fn multiple_pdbs(namespace: &str, pod: &str, chosen: &str) -> String {

@@ -30,15 +30,15 @@ pub use self::error::DisruptionError;
 use self::scale::ScaleFinder;
 use super::{Context, ControllerError, Descriptor};
 use crate::controllers::Controller;
+use crate::k8s::view::Pod;
 use crate::runtime::controller::ControllerBuilder;
-use crate::runtime::events::EventRecorder;
-use crate::runtime::informer::{Change, Informer};
-use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
-use crate::runtime::stored::{Stored, key_of};
-use crate::runtime::view::Pod;
-use crate::runtime::writer::ApiWriter;
+use crate::runtime::watching::informer::{Change, Informer};
+use crate::runtime::watching::stored::{Stored, key_of};
+use crate::runtime::writing::events::EventRecorder;
+use crate::runtime::writing::mutation::{MUTATION_TTL, MutationCache};
+use crate::runtime::writing::writer::ApiWriter;
 
 const CONTROLLER: &str = "disruption-controller";
 /// Upstream's event source for this controller.

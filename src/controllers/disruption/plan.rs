@@ -14,9 +14,9 @@ use super::budget::{count_healthy, disrupted_pods, expected_and_desired, new_sta
 use super::error::DisruptionError;
 use super::messages;
 use super::scale::{ExpectedScale, ScaleError};
-use crate::runtime::selector::{self, Selector};
-use crate::runtime::view::Pod;
-use crate::runtime::writer::UpstreamFix;
+use crate::k8s::selector::{self, Selector};
+use crate::k8s::view::Pod;
+use crate::runtime::writing::writer::UpstreamFix;
 
 /// An event to record; events never block or fail a sync.
 #[derive(Debug, Clone, PartialEq)]

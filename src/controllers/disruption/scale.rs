@@ -11,12 +11,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::{Client, Resource, ResourceExt};
 
-use crate::runtime::golang::go_quote;
-use crate::runtime::informer::Store;
-use crate::runtime::lock::lock;
-use crate::runtime::stored::{controller_of, split_key as split_api_version};
-use crate::runtime::view::{OwnerRef, Pod};
-use crate::runtime::writer::{UpstreamFix, is_not_found};
+use crate::k8s::golang::go_quote;
+use crate::k8s::view::{OwnerRef, Pod};
+use crate::lock::lock;
+use crate::runtime::watching::informer::Store;
+use crate::runtime::watching::stored::{controller_of, split_key as split_api_version};
+use crate::runtime::writing::writer::{UpstreamFix, is_not_found};
 
 /// Groups upstream's finders accept for each built-in kind.
 const APPS_GROUPS: &[&str] = &["apps", "extensions"];

@@ -8,7 +8,7 @@ use kube::api::{Api, ListParams};
 
 use super::budget::{cleared_disruption_target, stale_disruption_wait};
 use super::{Disruption, DisruptionError};
-use crate::runtime::stored::split_key;
+use crate::runtime::watching::stored::split_key;
 
 impl Disruption {
     /// Resets a DisruptionTarget condition that nobody acted on within two minutes.

@@ -14,8 +14,8 @@ use super::budget::{fail_safe_status, needs_controller_scale};
 use super::plan::{plan_budget, pod_selector};
 use super::{Disruption, DisruptionError};
 use crate::controllers::ControllerError;
-use crate::runtime::view::{Pod, WatchedPod};
-use crate::runtime::writer::UpstreamFix;
+use crate::k8s::view::{Pod, WatchedPod};
+use crate::runtime::writing::writer::UpstreamFix;
 
 impl Disruption {
     pub(super) fn now(&self) -> Time {

@@ -15,9 +15,9 @@ use kube::ResourceExt;
 use serde_json::{Value, json};
 
 use crate::features::{FeatureGate, FeatureGates};
-use crate::runtime::podgroup::{self, PodGroup};
-use crate::runtime::stored::{controller_of, key_of};
-use crate::runtime::view::Pod;
+use crate::k8s::podgroup::{self, PodGroup};
+use crate::k8s::view::Pod;
+use crate::runtime::watching::stored::{controller_of, key_of};
 
 /// Set on claims generated from a template; the value is the pod's `spec.resourceClaims[].name`.
 pub const POD_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";

@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use super::super::plan::{PodChange, Problem, Stores, plan_pod_change};
 use super::super::sync::{Effects, sync_claim, sync_pod};
 use super::*;
-use crate::runtime::podgroup::PodGroup;
-use crate::runtime::stored::{Stored, key_of};
+use crate::k8s::podgroup::PodGroup;
+use crate::runtime::watching::stored::{Stored, key_of};
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures (upstream's names and values).

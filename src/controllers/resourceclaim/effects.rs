@@ -16,11 +16,11 @@ use super::claims::{ClaimOwner, Features, claim_statuses_apply, needs_admin_acce
 use super::plan::{Problem, Stores};
 use super::sync::Effects;
 use super::{FIELD_MANAGER, ResourceClaims};
-use crate::runtime::lock::lock;
-use crate::runtime::podgroup::PodGroup;
-use crate::runtime::stored::split_key;
-use crate::runtime::view::{Pod, WatchedPod};
-use crate::runtime::writer::{Part, is_not_found};
+use crate::k8s::podgroup::PodGroup;
+use crate::k8s::view::{Pod, WatchedPod};
+use crate::lock::lock;
+use crate::runtime::watching::stored::split_key;
+use crate::runtime::writing::writer::{Part, is_not_found};
 
 impl ResourceClaims {
     fn claims_api(&self, claim: &ResourceClaim) -> Api<ResourceClaim> {

@@ -3,8 +3,8 @@
 
 use super::claims::{BindError, NotForPod, ResolveError, TemplateError};
 use crate::controllers::joined;
-use crate::runtime::golang::go_quote;
-use crate::runtime::writer::error_text;
+use crate::k8s::golang::go_quote;
+use crate::runtime::writing::writer::error_text;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClaimError {

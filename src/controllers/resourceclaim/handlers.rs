@@ -13,12 +13,12 @@ use super::claims::{
 use super::plan::{Stores, plan_group_change, plan_pod_change};
 use super::sync::Effects;
 use super::{Key, ResourceClaims};
-use crate::runtime::index::Index;
-use crate::runtime::informer::Change;
-use crate::runtime::lock::lock;
-use crate::runtime::podgroup::PodGroup;
-use crate::runtime::stored::{Stored, key_of, split_key};
-use crate::runtime::view::Pod;
+use crate::k8s::podgroup::PodGroup;
+use crate::k8s::view::Pod;
+use crate::lock::lock;
+use crate::runtime::watching::index::Index;
+use crate::runtime::watching::informer::Change;
+use crate::runtime::watching::stored::{Stored, key_of, split_key};
 
 /// `names` as `namespace/name` keys; none for a deleted object, which leaves the index.
 fn keys_in(namespace: &str, names: Vec<&str>, deleted: bool) -> Vec<String> {

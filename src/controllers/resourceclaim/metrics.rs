@@ -7,7 +7,7 @@ use prometheus::proto::MetricFamily;
 use prometheus::{IntGaugeVec, Opts};
 
 use super::claims::gauge_labels;
-use crate::runtime::informer::Store;
+use crate::runtime::watching::informer::Store;
 
 /// `resourceclaim_controller_resource_claims`: claims by allocated, admin_access and source,
 /// counted from the shared store at scrape time, as upstream's custom collector does.

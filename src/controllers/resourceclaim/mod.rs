@@ -47,16 +47,16 @@ use self::metrics::ClaimGauge;
 use super::{Context, ControllerError, Descriptor, Gated};
 use crate::controllers::Controller;
 use crate::features::FeatureGate;
+use crate::k8s::podgroup::PodGroup;
+use crate::k8s::view::Pod;
 use crate::runtime::badinput::BadInput;
-use crate::runtime::events::EventRecorder;
-use crate::runtime::index::Index;
-use crate::runtime::informer::{Change, Informer};
-use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
-use crate::runtime::podgroup::PodGroup;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, READ_VERBS, Rule, informs};
-use crate::runtime::view::Pod;
-use crate::runtime::writer::ApiWriter;
+use crate::runtime::watching::index::Index;
+use crate::runtime::watching::informer::{Change, Informer};
+use crate::runtime::writing::events::EventRecorder;
+use crate::runtime::writing::mutation::{MUTATION_TTL, MutationCache};
+use crate::runtime::writing::writer::ApiWriter;
 
 const CONTROLLER: &str = "resourceclaim-controller";
 /// Upstream's event source for this controller.

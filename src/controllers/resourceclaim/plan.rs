@@ -19,10 +19,10 @@ use super::claims::{
     release, reserved_for, reserved_for_consumer, resolve, resolve_group, uses_claims,
 };
 use super::error::ClaimError;
-use crate::runtime::podgroup::PodGroup;
-use crate::runtime::selector::is_dns1123_subdomain;
-use crate::runtime::stored::{Stored, key_of, split_key};
-use crate::runtime::view::Pod;
+use crate::k8s::podgroup::PodGroup;
+use crate::k8s::selector::is_dns1123_subdomain;
+use crate::k8s::view::Pod;
+use crate::runtime::watching::stored::{Stored, key_of, split_key};
 
 /// What a plan reads: the stores, as this controller knows them.
 pub trait Stores {

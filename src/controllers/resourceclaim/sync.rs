@@ -16,9 +16,9 @@ use super::plan::{
     ClaimStep, Cleanup, Consumer, Fetched, PodPlan, Problem, Reservation, Stores,
     consumers_to_fetch, plan_claim, plan_cleanup, plan_group, plan_pod, plan_reservations,
 };
-use crate::runtime::podgroup::PodGroup;
-use crate::runtime::stored::{key_of, split_key};
-use crate::runtime::view::Pod;
+use crate::k8s::podgroup::PodGroup;
+use crate::k8s::view::Pod;
+use crate::runtime::watching::stored::{key_of, split_key};
 
 /// The writes, reads and reports a plan needs performed.
 pub(super) trait Effects: Stores {

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use kube::Client;
 
 use super::discovery::{Quotable, quotable, referenced_counts};
-use super::evaluator::REGISTRY;
 use super::evaluator::object_count::ObjectCount;
+use super::registry::REGISTRY;
 use super::{Quota, hard_names};
-use crate::runtime::connection;
-use crate::runtime::counter::ObjectCounter;
-use crate::runtime::lock::lock;
+use crate::lock::lock;
+use crate::runtime::connection::reachability;
+use crate::runtime::watching::counter::ObjectCounter;
 
 impl Quota {
     /// Starts object counters for the `count/…` names quotas reference, once discovery knows
@@ -80,7 +80,7 @@ impl Quota {
                     .collect();
             }
             // An unreachable server is reported once, by the clients' `Reachability`.
-            Err(err) if connection::cause(&err).is_some() => {
+            Err(err) if reachability::cause(&err).is_some() => {
                 tracing::debug!(error = %err, "discovery of quotable resources failed; retrying")
             }
             Err(err) => {

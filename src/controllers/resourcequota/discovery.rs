@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use kube::api::ApiResource;
 
-use crate::runtime::stored::split_key as split_group_version;
+use crate::runtime::watching::stored::split_key as split_group_version;
 
 /// Upstream's ignored resources: never quotable.
 const IGNORED: &[(&str, &str)] = &[

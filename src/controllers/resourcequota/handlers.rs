@@ -11,9 +11,9 @@ use super::evaluator::{Registered, Snapshot};
 use super::plan::tracked;
 use super::status::{hard_changed, needs_priority};
 use super::{Quota, hard_names, key, status_hard_names};
-use crate::runtime::counter::CountChange;
-use crate::runtime::informer::Change;
-use crate::runtime::lock::lock;
+use crate::lock::lock;
+use crate::runtime::watching::counter::CountChange;
+use crate::runtime::watching::informer::Change;
 
 impl Quota {
     /// An object count changed in a namespace (or listed for the first time: every

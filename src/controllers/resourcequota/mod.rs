@@ -19,6 +19,7 @@ pub mod evaluator;
 mod handlers;
 mod names;
 pub mod plan;
+pub mod registry;
 pub mod scope;
 pub mod status;
 mod sync;
@@ -43,12 +44,12 @@ use self::evaluator::{Registered, Replenish};
 use super::{Context, ControllerError, Descriptor};
 use crate::controllers::Controller;
 use crate::runtime::badinput::BadInput;
-use crate::runtime::counter::CountChange;
-use crate::runtime::informer::{Change, Informer};
-use crate::runtime::mutation::{MUTATION_TTL, MutationCache};
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
-use crate::runtime::writer::ApiWriter;
+use crate::runtime::watching::counter::CountChange;
+use crate::runtime::watching::informer::{Change, Informer};
+use crate::runtime::writing::mutation::{MUTATION_TTL, MutationCache};
+use crate::runtime::writing::writer::ApiWriter;
 
 const CONTROLLER: &str = "resourcequota-controller";
 const PRIMARY: &str = "resourcequota_primary";
@@ -85,7 +86,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
     // object counts (metadata watches of the types quotas name) start when it leads.
     warm: |informers, settings| {
         informers.get::<ResourceQuota>();
-        evaluator::warm(
+        registry::warm(
             informers,
             evaluator::QuotaGates::of(&settings.feature_gates),
         );
@@ -143,7 +144,7 @@ struct Quota {
 async fn start(ctx: &Context) -> (Quota, mpsc::UnboundedReceiver<CountChange>) {
     let quotas = ctx.informers.get::<ResourceQuota>();
     let gates = evaluator::QuotaGates::of(&ctx.settings.feature_gates);
-    let typed = evaluator::start(&ctx.client, &ctx.informers, gates).await;
+    let typed = registry::start(&ctx.client, &ctx.informers, gates).await;
     let (count_tx, count_rx) = mpsc::unbounded_channel();
     let quota = Quota {
         quotas,

@@ -1,8 +1,12 @@
-//! Resource-name rules the evaluators share: the native/extended resource name helpers (name
-//! validation itself is [`crate::runtime::selector`]'s).
+//! Resource names and their rules, as the evaluators share them: the compute resources' names
+//! and the native/extended resource name helpers (name validation itself is
+//! [`crate::k8s::selector`]'s).
 
-use crate::runtime::selector::is_qualified_name;
+use crate::k8s::selector::is_qualified_name;
 
+pub(super) const CPU: &str = "cpu";
+pub(super) const MEMORY: &str = "memory";
+pub(super) const HUGEPAGES_PREFIX: &str = "hugepages-";
 pub(super) const REQUESTS_PREFIX: &str = "requests.";
 const DEFAULT_NAMESPACE_PREFIX: &str = "kubernetes.io/";
 pub(super) const DEVICE_CLASS_PREFIX: &str = "deviceclass.resource.kubernetes.io/";

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ResourceQuota, ResourceQuotaStatus};
 use kube::ResourceExt;
 
-use super::UsageError;
+use super::error::UsageError;
 use super::evaluator::{Registered, Snapshot};
 use super::scope::{QuotaScope, parse_scope};
 use super::status::{candidates, next_status};
 use super::usage::{ResourceList, add_lists, mask_list, out_of_range_names};
-use crate::runtime::quantity::Quantity;
-use crate::runtime::writer::UpstreamFix;
+use crate::k8s::quantity::Quantity;
+use crate::runtime::writing::writer::UpstreamFix;
 
 /// What one sync of a quota is to do.
 #[derive(Debug, Default, PartialEq)]

@@ -34,15 +34,16 @@ use super::super::evaluator::persistentvolumeclaims::PersistentVolumeClaims;
 use super::super::evaluator::pods::Pods;
 use super::super::evaluator::resourceclaims::ResourceClaims;
 use super::super::evaluator::services::Services;
-use super::super::evaluator::{Evaluator, Objects, Registered, Snapshot, Typed};
+use super::super::evaluator::{Evaluator, Registered, Snapshot};
+use super::super::registry::{Objects, Typed};
 use super::super::scope::QuotaScope;
 use super::super::testing::{from, now};
 use super::super::usage::Usage;
 use super::*;
 use crate::controllers::joined;
-use crate::runtime::counter::ObjectCounter;
-use crate::runtime::stored::Stored;
-use crate::runtime::view::Pod;
+use crate::k8s::view::Pod;
+use crate::runtime::watching::counter::ObjectCounter;
+use crate::runtime::watching::stored::Stored;
 
 /// A type's objects as a plain list instead of an informer.
 struct Listed<K>(Vec<Arc<K>>);

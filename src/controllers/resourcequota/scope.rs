@@ -3,8 +3,8 @@
 
 use k8s_openapi::api::core::v1::ScopeSelector;
 
-use crate::runtime::golang::go_quote;
-use crate::runtime::selector::{LabelSet, Operator, Requirement, SelectorError};
+use crate::k8s::golang::go_quote;
+use crate::k8s::selector::{LabelSet, Operator, Requirement, SelectorError};
 
 /// `core.ResourceQuotaScope` values.
 const KNOWN_SCOPES: [&str; 7] = [

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{ResourceQuota, ResourceQuotaStatus};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 
 use super::usage::ResourceList;
-use crate::runtime::quantity::Quantity;
+use crate::k8s::quantity::Quantity;
 
 /// A resource list as the API carries it.
 pub type ApiList = BTreeMap<String, K8sQuantity>;

@@ -16,8 +16,8 @@ use super::plan::{plan_sync, quota_scope};
 use super::scope::QuotaScope;
 use super::{Quota, QuotaError, hard_names, key};
 use crate::controllers::ControllerError;
-use crate::runtime::lock::lock;
-use crate::runtime::stored::split_key;
+use crate::lock::lock;
+use crate::runtime::watching::stored::split_key;
 
 impl Quota {
     pub(super) fn snapshot(&self) -> Snapshot<'_> {

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::scope::{QuotaScope, parse_scope};
 use super::usage::ResourceList;
-use crate::runtime::view::Pod;
+use crate::k8s::view::Pod;
 
 pub(super) fn from<T: k8s_openapi::serde::de::DeserializeOwned>(v: Value) -> T {
     serde_json::from_value(v).expect("valid test object")

@@ -31,13 +31,13 @@ use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::runtime::stored::Stored;
+use crate::runtime::watching::stored::Stored;
 
 use super::evaluator::{Evaluator, Snapshot};
 use super::scope::QuotaScope;
 use super::usage::{ResourceList, Usage, sum_usage};
-use crate::runtime::lock::lock;
-use crate::runtime::quantity::{Format, Quantity};
+use crate::k8s::quantity::{Format, Quantity};
+use crate::lock::lock;
 
 /// Partial sums by format, added in this order (see the module notes).
 const FORMATS: [Format; 3] = [Format::BinarySI, Format::DecimalSI, Format::DecimalExponent];
@@ -443,7 +443,7 @@ mod tests {
     };
     use crate::controllers::resourcequota::evaluator::services::Services;
     use crate::controllers::resourcequota::scope::parse_scope;
-    use crate::runtime::view::Pod;
+    use crate::k8s::view::Pod;
 
     fn from<K: DeserializeOwned>(value: Value) -> Arc<K> {
         Arc::new(serde_json::from_value(value).expect("valid object"))

@@ -13,9 +13,9 @@ use std::fmt;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::runtime::stored::Stored;
+use crate::runtime::watching::stored::Stored;
 
-use crate::runtime::quantity::{Format, Quantity};
+use crate::k8s::quantity::{Format, Quantity};
 
 /// A resource list with parsed quantities, keyed by resource name.
 pub type ResourceList = BTreeMap<String, Quantity>;
@@ -109,7 +109,7 @@ pub(super) fn intersection<S: AsRef<str>>(input: &[S], known: &[&str]) -> Vec<St
 /// Parses a raw resource list, skipping (and reporting) malformed values. An empty
 /// result is `None`: the API server never sends empty maps (JSON omits them, protobuf
 /// decodes them as nil), so upstream's `!= nil` checks mean "non-empty".
-/// Reads a PVC's `BTreeMap` and a pod view's [`ResourceMap`](crate::runtime::view::ResourceMap) alike.
+/// Reads a PVC's `BTreeMap` and a pod view's [`ResourceMap`](crate::k8s::view::ResourceMap) alike.
 pub(super) fn parse_list<'a, N: AsRef<str> + fmt::Display>(
     raw: Option<impl IntoIterator<Item = (N, &'a K8sQuantity)>>,
     what: &str,

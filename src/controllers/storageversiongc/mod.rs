@@ -24,11 +24,11 @@ use self::gc::{
 use super::{Context, ControllerError, Descriptor};
 use crate::controllers::Controller;
 use crate::features::FeatureGate;
-use crate::runtime::informer::{Change, Store};
+use crate::k8s::selector::is_dns1123_subdomain;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{READ_VERBS, Rule, informs};
-use crate::runtime::selector::is_dns1123_subdomain;
-use crate::runtime::writer::ApiWriter;
+use crate::runtime::watching::informer::{Change, Store};
+use crate::runtime::writing::writer::ApiWriter;
 
 const CONTROLLER: &str = "storageversion-garbage-collector-controller";
 const LEASE_QUEUE: &str = "storage_version_garbage_collector_leases";

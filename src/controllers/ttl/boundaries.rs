@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::runtime::writer::UpstreamFix;
+use crate::runtime::writing::writer::UpstreamFix;
 
 /// The annotation kubelets read (`v1.ObjectTTLAnnotationKey`).
 pub const TTL_ANNOTATION: &str = "node.alpha.kubernetes.io/ttl";

@@ -17,13 +17,13 @@ use kube::api::{Api, Patch, PatchParams};
 use self::boundaries::{Decision, TTL_ANNOTATION, TtlState, annotation_patch, decide};
 use super::{Context, ControllerError, Descriptor};
 use crate::controllers::Controller;
+use crate::lock::lock;
 use crate::runtime::badinput::BadInput;
-use crate::runtime::informer::{Change, Store};
-use crate::runtime::lock::lock;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
-use crate::runtime::stored::NodeMeta;
-use crate::runtime::writer::{ApiWriter, is_not_found};
+use crate::runtime::watching::informer::{Change, Store};
+use crate::runtime::watching::stored::NodeMeta;
+use crate::runtime::writing::writer::{ApiWriter, is_not_found};
 
 const CONTROLLER: &str = "ttl-controller";
 const QUEUE: &str = "ttlcontroller";

@@ -14,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use prost::Message;
 
 use super::{ACCEPT, OwnerReferencePb, StringEntry, TimePb, Wire, non_empty, string_map};
-use crate::runtime::intern::intern;
-use crate::runtime::view::{self, Labels, OwnerRef, PodMeta, ResourceMap, shared};
+use crate::k8s::intern::intern;
+use crate::k8s::view::{self, Labels, OwnerRef, PodMeta, ResourceMap, shared};
 
 /// Pods in protobuf, into [`view::WatchedPod`].
 pub fn wire() -> Wire<view::WatchedPod> {

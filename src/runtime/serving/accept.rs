@@ -19,6 +19,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::identity;
 use super::options::TlsOptions;
 use super::tls::{self, Current};
 
@@ -111,7 +112,7 @@ pub async fn run(listener: TcpListener, current: Current, serve: Serve) {
 /// HTTP/1.1.
 async fn connection(
     stream: tokio_rustls::server::TlsStream<TcpStream>,
-    peer: tls::Peer,
+    peer: identity::Peer,
     serve: Serve,
 ) {
     let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");

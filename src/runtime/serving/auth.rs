@@ -11,13 +11,12 @@
 //! here. Upstream maps it to `system:anonymous` and asks the API server, which answers 403
 //! in every cluster that does not grant anonymous users that path.
 
-use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
@@ -27,111 +26,14 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 use tokio::time::Instant;
 
-use super::tls::Peer;
-use crate::runtime::lock::lock;
+use super::identity::{Peer, User};
+use crate::lock::lock;
 
-/// The group every authenticated user gets (upstream's `AuthenticatedGroupAdder`).
-const AUTHENTICATED: &str = "system:authenticated";
 /// Upstream's default `AlwaysAllowGroups`: the API server grants this group everything anyway.
 const MASTERS: &str = "system:masters";
 /// Bound on each cache, so a flood of distinct tokens cannot grow memory without limit
 /// (upstream's webhook authorizer keeps 8192 answers as well).
 const CACHE_ENTRIES: usize = 8192;
-
-/// An authenticated user, as a TokenReview or a client certificate names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct User {
-    pub name: String,
-    pub uid: String,
-    pub groups: Vec<String>,
-    pub extra: BTreeMap<String, Vec<String>>,
-}
-
-impl User {
-    fn with_authenticated_group(mut self) -> Self {
-        if !self.groups.iter().any(|g| g == AUTHENTICATED) {
-            self.groups.push(AUTHENTICATED.to_string());
-        }
-        self
-    }
-}
-
-/// Which request headers a front proxy names the user in (upstream's `RequestHeaderConfig`),
-/// and which certificate CNs may act as front proxies (empty: any the CA verifies).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct HeaderNames {
-    pub username: Vec<String>,
-    pub uid: Vec<String>,
-    pub group: Vec<String>,
-    pub extra_prefix: Vec<String>,
-    pub allowed_names: Vec<String>,
-}
-
-impl HeaderNames {
-    /// Upstream's `requestHeaderAuthRequestHandler`: the first non-empty username header is
-    /// the user (none: not authenticated this way); the first non-empty uid header the uid;
-    /// every non-empty value of the group headers a group; each header starting with an extra
-    /// prefix an extra, keyed by the rest of its name, lowercased and %-unescaped.
-    pub fn user(&self, headers: &HeaderMap) -> Option<User> {
-        let text = |value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()).into_owned();
-        let first = |names: &[String]| {
-            names
-                .iter()
-                .filter_map(|name| headers.get(name.as_str()).map(text))
-                .find(|value| !value.is_empty())
-        };
-        let name = first(&self.username)?;
-        let uid = first(&self.uid).unwrap_or_default();
-        let groups = self
-            .group
-            .iter()
-            .flat_map(|name| headers.get_all(name.as_str()).iter().map(text))
-            .filter(|value| !value.is_empty())
-            .collect();
-        let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for prefix in &self.extra_prefix {
-            let prefix = prefix.to_ascii_lowercase();
-            for (header, value) in headers {
-                if let Some(key) = header.as_str().strip_prefix(prefix.as_str()) {
-                    extra.entry(unescape(key)).or_default().push(text(value));
-                }
-            }
-        }
-        Some(User {
-            name,
-            uid,
-            groups,
-            extra,
-        })
-    }
-}
-
-/// Go's `url.PathUnescape`, keeping the key as it is when it is not valid %-encoding (as
-/// upstream: extras are always recorded).
-fn unescape(key: &str) -> String {
-    let bytes = key.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok());
-            match hex {
-                Some(byte) => {
-                    out.push(byte);
-                    i += 3;
-                    continue;
-                }
-                None => return key.to_string(),
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out).unwrap_or_else(|_| key.to_string())
-}
 
 /// Answers kept until their own expiry, at most [`CACHE_ENTRIES`] of them (least recently
 /// used go first). Uses tokio's clock, so tests can move time.
@@ -444,6 +346,11 @@ pub async fn guard(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
+
+    use axum::http::{HeaderMap, HeaderValue};
+
+    use crate::runtime::serving::identity::{AUTHENTICATED, HeaderNames};
 
     fn guard(paths: &[&str]) -> Guard {
         Guard::new(Delegation {

@@ -2,15 +2,16 @@
 //! `/debug/pprof/` ([`pprof`]), and the debugging routes the caller adds (`/debug/explain/`).
 //!
 //! The secure port (`--secure-port`, 10257) serves them over TLS behind delegated
-//! authentication and authorization ([`auth`]), as kube-controller-manager does: the TLS
-//! settings of the `--tls-*` flags and SNI certificates ([`options`], [`tls`]), HTTP/1.1 or
-//! HTTP/2 by ALPN (`accept`), front-proxy (request-header) authentication, and certificates
-//! and CAs reloaded as files and the `extension-apiserver-authentication` ConfigMap change
-//! ([`reload`]). The plain port (`--port`) serves them without TLS or authentication, for
-//! local development only.
+//! authentication and authorization ([`auth`], of the caller [`identity`] describes), as
+//! kube-controller-manager does: the TLS settings of the `--tls-*` flags and SNI certificates
+//! ([`options`], [`tls`]), HTTP/1.1 or HTTP/2 by ALPN (`accept`), front-proxy
+//! (request-header) authentication, and certificates and CAs reloaded as files and the
+//! `extension-apiserver-authentication` ConfigMap change ([`reload`]). The plain port
+//! (`--port`) serves them without TLS or authentication, for local development only.
 
 mod accept;
 pub mod auth;
+pub mod identity;
 pub mod options;
 pub mod pprof;
 pub mod reload;
@@ -304,7 +305,7 @@ async fn lookup_configmap(
     let (namespace, name) = AUTHENTICATION_CONFIGMAP;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let found = api.get_opt(name).await.inspect_err(|err| {
-        if crate::runtime::writer::is_forbidden(err) {
+        if crate::runtime::writing::writer::is_forbidden(err) {
             tracing::warn!("Unable to get configmap/{name} in {namespace}.  Usually fixed by 'kubectl create rolebinding -n {namespace} ROLEBINDING_NAME --role=extension-apiserver-authentication-reader --serviceaccount=YOUR_NS:YOUR_SA'");
         }
     })?;

@@ -19,7 +19,7 @@ use rustls::sign::CertifiedKey;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::auth::HeaderNames;
+use super::identity::HeaderNames;
 use super::options::{NamedCertKey, RequestHeaderOptions, TlsOptions};
 use super::tls::{
     self, Current, Material, RequestHeader, ServingCert, Snapshot, SniCert, TlsError,

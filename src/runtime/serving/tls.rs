@@ -18,9 +18,9 @@ use rustls::server::{ClientHello, ResolvesServerCert, ServerConnection, WebPkiCl
 use rustls::sign::CertifiedKey;
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureScheme};
 
-use super::auth::{HeaderNames, User};
+use super::identity::{HeaderNames, Peer, User};
 use super::options::{CipherSuite, Curve, TlsOptions, TlsVersion};
-use crate::runtime::lock::lock;
+use crate::lock::lock;
 
 /// Upstream's `PairName` for kube-controller-manager: `<cert-dir>/kube-controller-manager.{crt,key}`.
 pub const PAIR_NAME: &str = "kube-controller-manager";
@@ -634,16 +634,6 @@ fn is_dns_subdomain(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-}
-
-/// The remote end of a TLS connection: its address; the user its certificate names when the
-/// client CA verified it; and the header names to read the user from when the front-proxy CA
-/// verified it (with an allowed CN).
-#[derive(Debug, Clone)]
-pub struct Peer {
-    pub addr: SocketAddr,
-    pub certificate_user: Option<User>,
-    pub front_proxy: Option<Arc<HeaderNames>>,
 }
 
 /// Upstream's x509 `CommonNameUserConversion`: the subject's CN is the user name, its

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use super::{Registered, Snapshot};
-use crate::controllers::resourcequota::UsageError;
+use crate::controllers::resourcequota::error::UsageError;
 use crate::controllers::resourcequota::scope::{QuotaScope, unscoped_matches};
 use crate::controllers::resourcequota::usage::{Usage, intersection, one};
-use crate::runtime::counter::ObjectCounter;
-use crate::runtime::quantity::{Format, Quantity};
+use crate::k8s::quantity::{Format, Quantity};
+use crate::runtime::watching::counter::ObjectCounter;
 
 /// The object count of one type: its names (`count/…` and a legacy alias) and its counter.
 pub struct ObjectCount {

@@ -8,7 +8,7 @@ use crate::controllers::resourcequota::scope::{QuotaScope, ScopeError, ScopeRequ
 use crate::controllers::resourcequota::usage::{
     ResourceList, Usage, object_label, one, parse_list,
 };
-use crate::runtime::quantity::Quantity;
+use crate::k8s::quantity::Quantity;
 
 /// The object-count name of PersistentVolumeClaims.
 pub const PVC_COUNT: &str = "count/persistentvolumeclaims";

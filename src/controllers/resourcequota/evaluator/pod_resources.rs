@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 
 use super::QuotaGates;
-use super::pods::{CPU, HUGEPAGES_PREFIX, MEMORY};
+use crate::controllers::resourcequota::names::{CPU, HUGEPAGES_PREFIX, MEMORY};
 use crate::controllers::resourcequota::usage::{
     ResourceList, add_into, add_quantity, max_into, object_label, parse_list,
 };
-use crate::runtime::quantity::Quantity;
-use crate::runtime::view::{Container, ContainerStatus, Pod, ResourceRequirements};
+use crate::k8s::quantity::Quantity;
+use crate::k8s::view::{Container, ContainerStatus, Pod, ResourceRequirements};
 
 struct ParsedContainer<'p> {
     name: &'p str,

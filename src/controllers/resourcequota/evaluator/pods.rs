@@ -9,21 +9,19 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::pod_resources::{ParsedPod, QOS_BEST_EFFORT, pod_qos_class};
 use super::{Evaluator, QuotaGates, Snapshot};
 use crate::controllers::resourcequota::names::{
-    REQUESTS_PREFIX, is_dra_extended_resource_name, is_extended_resource_name_for_quota,
+    CPU, HUGEPAGES_PREFIX, MEMORY, REQUESTS_PREFIX, is_dra_extended_resource_name,
+    is_extended_resource_name_for_quota,
 };
 use crate::controllers::resourcequota::scope::{QuotaScope, ScopeError, ScopeRequirement};
 use crate::controllers::resourcequota::usage::{
     ResourceList, Usage, intersection, one, time_nanos,
 };
-use crate::runtime::view::Pod;
+use crate::k8s::view::Pod;
 
 /// The object-count name of pods.
 pub const POD_COUNT: &str = "count/pods";
 const PODS: &str = "pods";
-pub(super) const CPU: &str = "cpu";
-pub(super) const MEMORY: &str = "memory";
 const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
-pub(super) const HUGEPAGES_PREFIX: &str = "hugepages-";
 const REQUESTS_HUGEPAGES_PREFIX: &str = "requests.hugepages-";
 
 const POD_RESOURCES: [&str; 11] = [

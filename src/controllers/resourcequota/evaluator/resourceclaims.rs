@@ -19,10 +19,10 @@ use crate::controllers::resourcequota::scope::{QuotaScope, unscoped_matches};
 use crate::controllers::resourcequota::usage::{
     OUT_OF_RANGE, ResourceList, Usage, add_into, add_quantity, one, time_nanos,
 };
-use crate::runtime::informer::Informers;
-use crate::runtime::quantity::{Format, Quantity};
-use crate::runtime::stored::controller_of;
-use crate::runtime::view::Pod;
+use crate::k8s::quantity::{Format, Quantity};
+use crate::k8s::view::Pod;
+use crate::runtime::watching::informer::Informers;
+use crate::runtime::watching::stored::controller_of;
 
 /// The object-count name of ResourceClaims.
 pub const CLAIM_COUNT: &str = "count/resourceclaims.resource.k8s.io";

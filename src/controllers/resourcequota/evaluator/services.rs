@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::Service;
 use super::{Evaluator, Snapshot};
 use crate::controllers::resourcequota::scope::{QuotaScope, unscoped_matches};
 use crate::controllers::resourcequota::usage::{ResourceList, Usage, intersection, one};
-use crate::runtime::quantity::{Format, Quantity};
+use crate::k8s::quantity::{Format, Quantity};
 
 /// The object-count name of services.
 pub const SERVICE_COUNT: &str = "count/services";

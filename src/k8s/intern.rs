@@ -8,7 +8,7 @@
 //! bounded under hostile input (values no pod keeps any more are dropped): values only the
 //! interner still holds are pruned whenever the set has doubled since the last prune.
 
-use crate::runtime::lock::lock;
+use crate::lock::lock;
 use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::hash::Hash;

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::runtime::lock::lock;
+use crate::lock::lock;
 
 /// Why a request never got an HTTP answer.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use kube::{Resource, ResourceExt};
 
-use super::informer::Store;
-use super::stored::{Stored, split_key};
-use crate::runtime::lock::lock;
+use crate::lock::lock;
+use crate::runtime::watching::informer::Store;
+use crate::runtime::watching::stored::{Stored, split_key};
 
 type Key = (String, String);
 

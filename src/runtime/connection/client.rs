@@ -18,13 +18,13 @@ use tokio_util::sync::CancellationToken;
 use tower::buffer::Buffer;
 use tower::{BoxError, Layer, Service, ServiceExt};
 
-use super::backoff::TokenBucket;
-use super::connection::{self, Reachability};
 use super::credentials::{
     CredentialsError, NAMESPACE, ServiceAccountTokens, TokenCell, TokenPolicy,
 };
+use super::reachability::{self, Reachability};
 use super::restclient::{ERROR_CODE, RestClientMetrics};
-use crate::runtime::lock::lock;
+use crate::lock::lock;
+use crate::runtime::backoff::TokenBucket;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -321,7 +321,7 @@ where
                     resp.status().as_str().to_string()
                 }
                 Err(err) => {
-                    if let Some(cause) = connection::cause(err.as_ref()) {
+                    if let Some(cause) = reachability::cause(err.as_ref()) {
                         layer.reachability.failed(cause, Instant::now());
                     }
                     ERROR_CODE.to_string()

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use kube::Client;
 
-use super::backoff::RateLimiter;
-use super::connection;
+use super::reachability;
+use crate::runtime::backoff::RateLimiter;
 
 /// A definite answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,14 +36,14 @@ pub enum DiscoveryError {
     },
     /// The server was not reached (reported by the clients' `Reachability` already).
     #[error("{0}")]
-    Unreachable(connection::Cause),
+    Unreachable(reachability::Cause),
     #[error("{0}")]
     Other(kube::Error),
 }
 
 impl From<kube::Error> for DiscoveryError {
     fn from(err: kube::Error) -> Self {
-        if let Some(cause) = connection::cause(&err) {
+        if let Some(cause) = reachability::cause(&err) {
             return DiscoveryError::Unreachable(cause);
         }
         match err {

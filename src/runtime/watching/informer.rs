@@ -19,11 +19,12 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::listwatch::{InitialList, list_watch};
-use super::metrics::Metrics;
-use super::protobuf::ContentType;
-use super::queue::{QueueKey, WorkQueue};
 use super::stored::Stored;
-use crate::runtime::lock::lock;
+use crate::lock::lock;
+use crate::runtime::connection::reachability;
+use crate::runtime::metrics::Metrics;
+use crate::runtime::protobuf::ContentType;
+use crate::runtime::queue::{QueueKey, WorkQueue};
 
 /// What changed in a store, in the order the store saw it.
 #[derive(Debug)]
@@ -346,7 +347,7 @@ impl<K: Stored> Informer<K> {
             self.synced.send_replace(true);
             // The list's response bodies and pages are garbage now that the store holds
             // the objects: give their pages back instead of keeping them for 10 s or more.
-            super::memory::release_unused();
+            crate::runtime::memory::release_unused();
         }
     }
 }
@@ -539,7 +540,7 @@ impl Informers {
                             .failing
                             .store(true, std::sync::atomic::Ordering::SeqCst);
                         metrics.watch_errors.with_label_values(&[&resource]).inc();
-                        super::connection::watch_failed(&resource, &err);
+                        reachability::watch_failed(&resource, &err);
                     }
                     None => break,
                 }

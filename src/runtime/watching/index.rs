@@ -3,7 +3,7 @@
 //! kept by the controller that needs it from its own change feed, so a lookup does not scan
 //! a namespace.
 
-use crate::runtime::lock::lock;
+use crate::lock::lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::metrics::Metrics;
+use crate::runtime::metrics::Metrics;
 
 /// The one part of a write's answer [`ApiWriter::replace_status`] reads.
 #[derive(serde::Deserialize)]

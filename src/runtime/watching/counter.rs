@@ -15,8 +15,9 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::listwatch::{InitialList, list_watch};
-use super::metrics::Metrics;
-use crate::runtime::lock::lock;
+use crate::lock::lock;
+use crate::runtime::connection::reachability;
+use crate::runtime::metrics::Metrics;
 
 /// A namespace whose count of `resource` may have changed; `None` when the first complete
 /// list arrived, so every namespace's count is now known.
@@ -86,7 +87,7 @@ impl ObjectCounter {
                     }
                     Some(Err(err)) => {
                         metrics.watch_errors.with_label_values(&[&resource]).inc();
-                        super::connection::watch_failed(&resource, &err);
+                        reachability::watch_failed(&resource, &err);
                     }
                     None => break,
                 }

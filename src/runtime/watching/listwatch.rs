@@ -41,8 +41,8 @@ use kube::runtime::watcher::{Error, Event};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use super::connection;
-use super::protobuf::{self, Wire};
+use crate::runtime::connection::reachability;
+use crate::runtime::protobuf::{self, Wire};
 
 /// How an informer gets its initial state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -228,7 +228,7 @@ where
                         },
                     ),
                     Err(err) => {
-                        let on = on_failure(api_status(&err), connection::cause(&err).is_some());
+                        let on = on_failure(api_status(&err), reachability::cause(&err).is_some());
                         self.after_failure(on, Error::WatchStartFailed(err))
                     }
                 }

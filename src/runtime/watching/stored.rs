@@ -19,9 +19,9 @@ use kube::Resource;
 use kube::core::PartialObjectMeta;
 use serde::de::DeserializeOwned;
 
-use super::podgroup::PodGroup;
-use super::protobuf::{self, Wire};
-use super::view;
+use crate::k8s::podgroup::PodGroup;
+use crate::k8s::view;
+use crate::runtime::protobuf::{self, Wire};
 
 /// The annotation `kubectl apply` leaves on objects; large and never read by controllers.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";

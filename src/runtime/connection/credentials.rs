@@ -20,8 +20,8 @@ use kube::api::{Api, PostParams};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::lock::lock;
-use super::rbac::Rule;
+use crate::lock::lock;
+use crate::runtime::rbac::Rule;
 
 /// Where the controllers' ServiceAccounts live (upstream: `metav1.NamespaceSystem`).
 pub const NAMESPACE: &str = "kube-system";

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::correlator::{EventCorrelator, event_name};
 use self::sink::EventSink;
-use super::clock::Clock;
+use crate::runtime::clock::Clock;
 
 /// client-go's `maxQueuedEvents`: events waiting to be written before new ones are dropped.
 pub const MAX_QUEUED_EVENTS: usize = 1000;

@@ -1,0 +1,13 @@
+//! The connection to the API server: the clients and their client-side rate limit
+//! ([`client`]), each controller's own ServiceAccount credentials ([`credentials`]), whether
+//! the cluster serves an API ([`discovery`]), why the server cannot be reached
+//! ([`reachability`]), and client-go's REST client metrics ([`restclient`]).
+//!
+//! What travels over it (lists, watches, writes) is in [`super::watching`] and
+//! [`super::writing`].
+
+pub mod client;
+pub mod credentials;
+pub mod discovery;
+pub mod reachability;
+pub mod restclient;
