@@ -1169,6 +1169,43 @@ async fn beside_upstream_kcm_in_shadow_would_write_nothing() {
         "kcm would write {diffs} times beside upstream:\n{}",
         withheld.join("\n")
     );
+
+    // `kcm explain` reads the same cluster once and agrees: every status upstream keeps is
+    // the one kcm's plans would write, and it says so.
+    let objects: [&[&str]; 7] = [
+        &["quota", "-n", &ns, "all"],
+        &["quota", "-n", &ns, "burstable"],
+        &["quota", "-n", &ns, "besteffort"],
+        &["pdb", "-n", &ns, "db"],
+        &["claim", "-n", &ns, &claim],
+        &["node", &node],
+        &["storageversion", &version],
+    ];
+    for object in objects {
+        let explained = explain_json(plane, object).await;
+        assert_eq!(
+            explained["inSync"], true,
+            "kcm explain {object:?} beside upstream: {explained:#}"
+        );
+    }
+}
+
+/// `kcm explain ARGS -o json` against the control plane, with the gates of every test.
+async fn explain_json(plane: &ControlPlane, args: &[&str]) -> Value {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_kcm"))
+        .arg("explain")
+        .args(args)
+        .args(["-o", "json", GATES, "--kubeconfig"])
+        .arg(&plane.kubeconfig)
+        .output()
+        .await
+        .expect("kcm explain runs");
+    let (out, err) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "kcm explain {args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("kcm explain {args:?}: {e}: {out}"))
 }
 
 // --- what kube-testserver learned ------------------------------------------------------

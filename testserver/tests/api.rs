@@ -470,9 +470,13 @@ async fn patch_with_stale_resource_version_conflicts_and_strategic_is_refused_fo
 async fn server_side_apply_merges_keyed_lists_and_detects_conflicts() {
     let server = TestServer::start().await;
     let pods: Api<Pod> = Api::namespaced(server.client(), "default");
-    pods.create(&PostParams::default(), &pod("p", json!({}), None))
-        .await
-        .unwrap();
+    // Each status entry must name one of the pod's claims, as the API server validates.
+    let mut p = pod("p", json!({}), None);
+    p.spec.as_mut().unwrap().resource_claims = serde_json::from_value(json!(
+        ["a", "b", "z"].map(|n| json!({ "name": n, "resourceClaimTemplateName": "t" }))
+    ))
+    .unwrap();
+    pods.create(&PostParams::default(), &p).await.unwrap();
     let apply = |statuses: serde_json::Value| {
         Patch::Apply(json!({
             "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "p", "namespace": "default" },

@@ -288,6 +288,11 @@ async fn claim_and_writer(server: &TestServer, binding_verbs: &[&str]) -> Api<Re
     )
 }
 
+/// An allocation: valid on an unallocated claim, so only the binding permission is at stake.
+fn allocation() -> Value {
+    json!({ "status": { "allocation": { "devices": { "results": [] } } } })
+}
+
 fn reservation() -> Value {
     json!({ "status": { "reservedFor": [{ "resource": "pods", "name": "p", "uid": "u" }] } })
 }
@@ -320,7 +325,8 @@ async fn changing_reservations_or_allocations_needs_the_binding_subresource() {
             .patch_status(
                 "gpu",
                 &PatchParams::default(),
-                &Patch::Merge(json!({ "status": { "allocation": null } })),
+                // Releasing the reservation: valid, so only the permission is missing.
+                &Patch::Merge(json!({ "status": { "reservedFor": null } })),
             )
             .await
             .unwrap_err(),
@@ -359,7 +365,7 @@ async fn an_authorizer_function_is_asked_about_binding_too() {
     }));
     let status = api_error(
         claims
-            .patch_status("gpu", &PatchParams::default(), &Patch::Merge(reservation()))
+            .patch_status("gpu", &PatchParams::default(), &Patch::Merge(allocation()))
             .await
             .unwrap_err(),
     );
