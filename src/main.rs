@@ -85,16 +85,7 @@ async fn main() -> ExitCode {
     }
     let options = match Options::try_parse() {
         Ok(options) => options,
-        Err(err) => {
-            let _ = err.print();
-            // kube-controller-manager (cobra through component-base's cli.Run) exits 1 on any
-            // command-line error, and 0 for --help.
-            return if err.use_stderr() {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
+        Err(err) => return parse_failed(&err),
     };
     if let Some(version) = options.version_text() {
         println!("{version}");
@@ -122,18 +113,22 @@ async fn main() -> ExitCode {
     }
 }
 
+/// A command line clap refused, or `--help`: printed as clap words it. kube-controller-manager
+/// (cobra through component-base's cli.Run) exits 1 on any command-line error, and 0 for --help.
+fn parse_failed(err: &clap::Error) -> ExitCode {
+    let _ = err.print();
+    if err.use_stderr() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 /// `kcm explain …`: prints the answer, or the error (exit 1).
 async fn explain(args: Vec<OsString>) -> ExitCode {
     let options = match ExplainOptions::try_parse_from(args) {
         Ok(options) => options,
-        Err(err) => {
-            let _ = err.print();
-            return if err.use_stderr() {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
+        Err(err) => return parse_failed(&err),
     };
     match options.run().await {
         Ok(answer) => {

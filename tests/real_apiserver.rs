@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::envtest::{self, ControlPlane, sample_sum};
-use common::{FAST_LEASE, Kcm, eventually};
+use common::{FAST_LEASE, Kcm, eventually, eventually_some};
 use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, ResourceQuota, Secret};
@@ -93,6 +93,25 @@ async fn run(pods: &Api<Pod>, name: &str, ready: bool) {
     .await;
 }
 
+/// Quotas `all` (`hard` as given), `burstable` (NotBestEffort: 4 pods, 2 CPUs, 1Gi) and
+/// `besteffort` (BestEffort: `best_effort_pods` pods).
+async fn create_quotas(quotas: &Api<ResourceQuota>, all: Value, best_effort_pods: &str) {
+    let specs = [
+        json!({ "name": "all", "spec": { "hard": all } }),
+        json!({ "name": "burstable", "spec": { "scopes": ["NotBestEffort"],
+            "hard": { "pods": "4", "requests.cpu": "2", "requests.memory": "1Gi" } } }),
+        json!({ "name": "besteffort", "spec": { "scopes": ["BestEffort"],
+            "hard": { "pods": best_effort_pods } } }),
+    ];
+    for quota in specs {
+        create(
+            quotas,
+            json!({ "metadata": { "name": quota["name"] }, "spec": quota["spec"] }),
+        )
+        .await;
+    }
+}
+
 /// A ResourceQuota's `status.used` (or `hard`), as JSON.
 async fn quota_status(quotas: &Api<ResourceQuota>, name: &str, field: &str) -> Value {
     let quota = quotas.get(name).await.unwrap();
@@ -115,25 +134,6 @@ async fn pdb_status(pdbs: &Api<PodDisruptionBudget>, name: &str) -> Value {
 
 fn reserved_for(claim: &ResourceClaim) -> Value {
     serde_json::to_value(claim.status.as_ref().and_then(|s| s.reserved_for.clone())).unwrap()
-}
-
-/// Polls `check` until it yields a value.
-async fn wait_for<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// A sample of kcm's /metrics summed over the series with `labels`.
@@ -203,22 +203,10 @@ async fn resourcequota_counts_usage_with_scopes_and_count_types() {
         &["--controllers=resourcequota-controller"],
     );
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &ns);
-    create(
+    create_quotas(
         &quotas,
-        json!({ "metadata": { "name": "all" }, "spec": { "hard": {
-            "pods": "10", "count/configmaps": "5", "count/secrets": "4" } } }),
-    )
-    .await;
-    create(
-        &quotas,
-        json!({ "metadata": { "name": "burstable" }, "spec": { "scopes": ["NotBestEffort"],
-            "hard": { "pods": "4", "requests.cpu": "2", "requests.memory": "1Gi" } } }),
-    )
-    .await;
-    create(
-        &quotas,
-        json!({ "metadata": { "name": "besteffort" }, "spec": { "scopes": ["BestEffort"],
-            "hard": { "pods": "3" } } }),
+        json!({ "pods": "10", "count/configmaps": "5", "count/secrets": "4" }),
+        "3",
     )
     .await;
     // Until the controller writes `status.hard`, quota admission refuses every pod.
@@ -379,7 +367,7 @@ async fn resourceclaim_makes_claims_from_templates_reserves_and_cleans_up() {
     let trainer = create(&pods, body).await;
 
     let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &ns);
-    let claim_name = wait_for("the pod records its generated claim", || async {
+    let claim_name = eventually_some("the pod records its generated claim", DEADLINE, || async {
         let statuses = pods
             .get("trainer")
             .await
@@ -505,21 +493,25 @@ async fn ttl_annotates_nodes_and_steps_with_the_cluster_size() {
 /// The identity of the running API server, as its own StorageVersions name it.
 async fn live_apiserver_id(client: &Client) -> String {
     let versions: Api<StorageVersion> = Api::all(client.clone());
-    wait_for("the API server records a StorageVersion", || async {
-        versions
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .flat_map(|v| {
-                v.status
-                    .and_then(|s| s.storage_versions)
-                    .unwrap_or_default()
-            })
-            .map(|s| s.api_server_id)
-            .next()
-    })
+    eventually_some(
+        "the API server records a StorageVersion",
+        DEADLINE,
+        || async {
+            versions
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .flat_map(|v| {
+                    v.status
+                        .and_then(|s| s.storage_versions)
+                        .unwrap_or_default()
+                })
+                .map(|s| s.api_server_id)
+                .next()
+        },
+    )
     .await
 }
 
@@ -875,7 +867,7 @@ async fn a_warm_standby_takes_over_when_the_leader_is_killed() {
     args.extend_from_slice(&FAST_LEASE);
     let first = kcm(plane, &plane.kubeconfig, &args);
     let second = kcm(plane, &plane.kubeconfig, &args);
-    let (leader, standby) = wait_for("one replica leads", || async {
+    let (leader, standby) = eventually_some("one replica leads", DEADLINE, || async {
         match (leads(&first, &ns).await, leads(&second, &ns).await) {
             (true, false) => Some((
                 first_or(&first, &second, true),
@@ -1004,24 +996,9 @@ async fn beside_upstream_kcm_in_shadow_would_write_nothing() {
     };
 
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &ns);
-    create(
-        &quotas,
-        json!({ "metadata": { "name": "all" }, "spec": { "hard": {
-            "pods": "10", "count/configmaps": "5", "count/resourceclaims.resource.k8s.io": "4" } } }),
-    )
-    .await;
-    create(
-        &quotas,
-        json!({ "metadata": { "name": "burstable" }, "spec": { "scopes": ["NotBestEffort"],
-            "hard": { "pods": "4", "requests.cpu": "2", "requests.memory": "1Gi" } } }),
-    )
-    .await;
-    create(
-        &quotas,
-        json!({ "metadata": { "name": "besteffort" }, "spec": { "scopes": ["BestEffort"],
-            "hard": { "pods": "5" } } }),
-    )
-    .await;
+    let all = json!({ "pods": "10", "count/configmaps": "5",
+        "count/resourceclaims.resource.k8s.io": "4" });
+    create_quotas(&quotas, all, "5").await;
     for name in ["all", "burstable", "besteffort"] {
         let hard = || async { !quota_status(&quotas, name, "hard").await.is_null() };
         if tokio::time::timeout(DEADLINE, async {
@@ -1083,7 +1060,7 @@ async fn beside_upstream_kcm_in_shadow_would_write_nothing() {
     storage_version(&client, &version, &[&live, "apiserver-gone-4"]).await;
 
     // Upstream settles: the claim made, allocated (by this test) and reserved, every status.
-    let claim = wait_for("upstream makes the pod's claim", || async {
+    let claim = eventually_some("upstream makes the pod's claim", DEADLINE, || async {
         pods.get("trainer")
             .await
             .unwrap()

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{DEADLINE, InProcess, eventually};
+use common::{DEADLINE, InProcess, eventually, eventually_some};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kcm::k8s::podgroup::PodGroup;
@@ -96,25 +96,6 @@ async fn wait_statuses(server: &TestServer, pod: &str, count: usize) -> Vec<(Str
         "{pod}: wanted {count} claim statuses, last saw {last:?}"
     );
     last.into_iter().map(|(n, c)| (n, c.unwrap())).collect()
-}
-
-/// Polls `check` until it yields a value.
-async fn wait_for<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 async fn claim_count(server: &TestServer) -> usize {
@@ -323,7 +304,7 @@ async fn a_recreated_claim_keeps_the_other_status_entry() {
         .delete(&before[0].1, &Default::default())
         .await
         .unwrap();
-    let after = wait_for("a new claim is recorded for gpu-0", || async {
+    let after = eventually_some("a new claim is recorded for gpu-0", DEADLINE, || async {
         let after = claim_statuses(&server, "trainer").await;
         after
             .iter()
@@ -510,7 +491,7 @@ async fn bad_claims_get_events_and_do_not_block_the_pods_other_claims() {
         ["admin", "good"]
     );
 
-    let mut notes = wait_for("the failure is reported on the pod", || async {
+    let mut notes = eventually_some("the failure is reported on the pod", DEADLINE, || async {
         let notes: Vec<String> = events_for(&server, "mixed")
             .await
             .into_iter()
@@ -569,7 +550,7 @@ async fn a_rejected_create_is_reported_counted_and_retried() {
     let kcm = InProcess::start(&server, &[CONTROLLERS]).await;
     create_pod(&server, "trainer", &[("gpu", "gpu-template")], None).await;
     wait_statuses(&server, "trainer", 1).await;
-    let note = wait_for("the failure is reported on the pod", || async {
+    let note = eventually_some("the failure is reported on the pod", DEADLINE, || async {
         events_for(&server, "trainer")
             .await
             .into_iter()
@@ -651,7 +632,7 @@ async fn a_full_reservation_list_is_reported_not_written() {
             == Some(1.0)
     })
     .await;
-    let note = wait_for("an event on the pod", || async {
+    let note = eventually_some("an event on the pod", DEADLINE, || async {
         events_for(&server, "user")
             .await
             .into_iter()
@@ -762,7 +743,7 @@ async fn a_pod_group_shares_one_claim_reserved_for_the_group_until_the_group_is_
     let kcm = InProcess::start(&server, &[CONTROLLERS, WORKLOAD_GATES]).await;
     let group = create_group(&server).await;
     let groups: Api<PodGroup> = Api::namespaced(server.client(), NS);
-    let claim_name = wait_for("the group's claim recorded", || async {
+    let claim_name = eventually_some("the group's claim recorded", DEADLINE, || async {
         let group = groups.get("gang").await.unwrap();
         let status = group.claim_statuses().first().cloned()?;
         assert_eq!(status.name, "gpu");
@@ -841,7 +822,7 @@ async fn a_pod_group_shares_one_claim_reserved_for_the_group_until_the_group_is_
         .unwrap();
     let group_entry = json!([{ "apiGroup": "scheduling.k8s.io", "resource": "podgroups",
         "name": "gang", "uid": group.metadata.uid }]);
-    wait_for("reserved for the group", || async {
+    eventually_some("reserved for the group", DEADLINE, || async {
         let claim = claims.get(&claim_name).await.unwrap();
         let reserved = serde_json::to_value(claim.status?.reserved_for).unwrap();
         (reserved == group_entry).then_some(())

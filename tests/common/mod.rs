@@ -15,7 +15,7 @@ pub mod rbac;
 
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
-pub use kube_testserver::testing::eventually;
+pub use kube_testserver::testing::{eventually, eventually_some};
 
 /// A port that was free a moment ago, for kcm's HTTP listener.
 pub fn free_port() -> u16 {

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::error::ApiError;
 use crate::resources::ResourceType;
 use crate::selector::is_dns1123_subdomain;
-use crate::storageversions::{FieldError, SUBDOMAIN, invalid_value};
+use crate::storageversions::{SUBDOMAIN, invalid_value};
 
 pub(crate) fn is_claims(rt: &ResourceType) -> bool {
     rt.group == "resource.k8s.io" && rt.plural == "resourceclaims"
@@ -27,22 +27,6 @@ fn items(value: &Value) -> &[Value] {
 
 fn present(value: &Value) -> bool {
     !value.is_null()
-}
-
-fn invalid(rt: &ResourceType, obj: &Value, errors: Vec<FieldError>) -> Result<(), ApiError> {
-    if errors.is_empty() {
-        return Ok(());
-    }
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-    let fields: Vec<(&str, &str, String)> = errors
-        .iter()
-        .map(|(field, reason, body)| (field.as_str(), *reason, body.clone()))
-        .collect();
-    Err(ApiError::invalid_fields(
-        (&rt.kind, &rt.group),
-        name,
-        &fields,
-    ))
 }
 
 /// An update of a ResourceClaim (its status included).
@@ -81,7 +65,7 @@ pub(crate) fn validate_claim_update(
             ));
         }
     }
-    invalid(rt, new, errors)
+    ApiError::unless_valid(rt, new, &errors)
 }
 
 /// An update of a Pod whose `status.resourceClaimStatuses` changed.
@@ -122,7 +106,7 @@ pub(crate) fn validate_pod_update(
             ));
         }
     }
-    invalid(rt, new, errors)
+    ApiError::unless_valid(rt, new, &errors)
 }
 
 #[cfg(test)]

@@ -4,6 +4,9 @@ use serde_json::{Value, json};
 
 use crate::resources::ResourceType;
 
+/// A field error: path, cause reason, and the API server's text.
+pub type FieldError = (String, &'static str, String);
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
     pub code: u16,
@@ -106,6 +109,19 @@ impl ApiError {
         (reason, body): (&str, String),
     ) -> Self {
         Self::invalid_fields(kind, name, &[(field, reason, body)])
+    }
+
+    /// Ok without `errors`; else 422 naming each of them on `obj`, of type `rt`.
+    pub fn unless_valid(rt: &ResourceType, obj: &Value, errors: &[FieldError]) -> Result<(), Self> {
+        if errors.is_empty() {
+            return Ok(());
+        }
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        let fields: Vec<(&str, &str, String)> = errors
+            .iter()
+            .map(|(field, reason, body)| (field.as_str(), *reason, body.clone()))
+            .collect();
+        Err(Self::invalid_fields((&rt.kind, &rt.group), name, &fields))
     }
 
     /// 422 with field errors `(field, cause reason, body)`, as apimachinery's `NewInvalid`

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, FieldError};
 use crate::resources::ResourceType;
 
 pub const GROUP: &str = "scheduling.k8s.io";
@@ -26,9 +26,6 @@ pub fn resource_type() -> ResourceType {
 pub(crate) fn is_pod_groups(rt: &ResourceType) -> bool {
     rt.group == GROUP && rt.plural == PLURAL
 }
-
-/// A field error: path, reason, and the API server's text.
-type FieldError = (String, &'static str, String);
 
 fn entries<'a>(obj: &'a Value, path: &[&str]) -> &'a [Value] {
     let mut v = obj;

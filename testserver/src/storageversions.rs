@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, FieldError};
 use crate::resources::ResourceType;
 use crate::selector::is_dns1123_subdomain;
 
@@ -18,9 +18,6 @@ const PLURAL: &str = "storageversions";
 pub(crate) fn is_storage_versions(rt: &ResourceType) -> bool {
     rt.group == GROUP && rt.plural == PLURAL
 }
-
-/// A field error: path, cause reason, and the API server's text.
-pub(crate) type FieldError = (String, &'static str, String);
 
 pub(crate) fn invalid_value(
     field: String,
@@ -192,19 +189,7 @@ pub(crate) fn validate(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
     }
     check_common_version(status, entries, &mut errors);
     check_conditions(status, &mut errors);
-    if errors.is_empty() {
-        return Ok(());
-    }
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-    let fields: Vec<(&str, &str, String)> = errors
-        .iter()
-        .map(|(field, reason, body)| (field.as_str(), *reason, body.clone()))
-        .collect();
-    Err(ApiError::invalid_fields(
-        (&rt.kind, &rt.group),
-        name,
-        &fields,
-    ))
+    ApiError::unless_valid(rt, obj, &errors)
 }
 
 #[cfg(test)]

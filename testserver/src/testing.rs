@@ -14,10 +14,26 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
+    eventually_some(what, timeout, || {
+        let done = check();
+        async move { done.await.then_some(()) }
+    })
+    .await
+}
+
+/// Polls `check` every 10 ms until it yields a value, and returns it.
+///
+/// # Panics
+/// When `timeout` passes first, naming `what` was awaited.
+pub async fn eventually_some<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
     let deadline = Instant::now() + timeout;
     loop {
-        if check().await {
-            return;
+        if let Some(value) = check().await {
+            return value;
         }
         assert!(
             Instant::now() < deadline,
