@@ -187,6 +187,29 @@ async fn wait_synced(kcm: &Kcm, resources: &[&str]) {
     }
 }
 
+/// A test of one controller in a namespace of its own: the shared hold on the cluster, an
+/// admin client, the namespace, and kcm running only that controller (all held to the end).
+struct OneController {
+    _shared: tokio::sync::RwLockReadGuard<'static, ()>,
+    client: Client,
+    ns: String,
+    _kcm: Kcm,
+}
+
+async fn one_controller(plane: &ControlPlane, namespace: &str, controller: &str) -> OneController {
+    let shared = CLUSTER.read().await;
+    let client = plane.client().await;
+    let ns = plane.namespace(&client, namespace).await;
+    let only = format!("--controllers={controller}");
+    let kcm = kcm(plane, &plane.kubeconfig, &[&only]);
+    OneController {
+        _shared: shared,
+        client,
+        ns,
+        _kcm: kcm,
+    }
+}
+
 // --- the five controllers ---------------------------------------------------------------
 
 #[tokio::test]
@@ -194,14 +217,12 @@ async fn resourcequota_counts_usage_with_scopes_and_count_types() {
     let Some(plane) = envtest::shared() else {
         return;
     };
-    let _shared = CLUSTER.read().await;
-    let client = plane.client().await;
-    let ns = plane.namespace(&client, "quota").await;
-    let _kcm = kcm(
-        plane,
-        &plane.kubeconfig,
-        &["--controllers=resourcequota-controller"],
-    );
+    let OneController {
+        _shared,
+        client,
+        ns,
+        _kcm,
+    } = one_controller(plane, "quota", "resourcequota-controller").await;
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &ns);
     create_quotas(
         &quotas,
@@ -298,14 +319,12 @@ async fn disruption_sets_pdb_status_and_the_disruption_allowed_condition() {
     let Some(plane) = envtest::shared() else {
         return;
     };
-    let _shared = CLUSTER.read().await;
-    let client = plane.client().await;
-    let ns = plane.namespace(&client, "pdb").await;
-    let _kcm = kcm(
-        plane,
-        &plane.kubeconfig,
-        &["--controllers=disruption-controller"],
-    );
+    let OneController {
+        _shared,
+        client,
+        ns,
+        _kcm,
+    } = one_controller(plane, "pdb", "disruption-controller").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     for name in ["db-0", "db-1", "db-2"] {
         create(&pods, pod(name, json!({ "app": "db" }), None)).await;
@@ -343,14 +362,12 @@ async fn resourceclaim_makes_claims_from_templates_reserves_and_cleans_up() {
     let Some(plane) = envtest::shared() else {
         return;
     };
-    let _shared = CLUSTER.read().await;
-    let client = plane.client().await;
-    let ns = plane.namespace(&client, "claims").await;
-    let _kcm = kcm(
-        plane,
-        &plane.kubeconfig,
-        &["--controllers=resourceclaim-controller"],
-    );
+    let OneController {
+        _shared,
+        client,
+        ns,
+        _kcm,
+    } = one_controller(plane, "claims", "resourceclaim-controller").await;
     let templates: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), &ns);
     create(
         &templates,

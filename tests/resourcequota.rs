@@ -267,15 +267,7 @@ async fn counts_a_type_registered_at_run_time_and_survives_its_failures() {
 
     // A second type whose stream and list keep failing: the quota's other names are still
     // written, the count is left out, and the sync is retried until the list works.
-    server.store().register(ResourceType::custom(
-        "example.com",
-        "v1",
-        "gadgets",
-        "Gadget",
-    ));
-    for verb in ["list", "watch"] {
-        server.inject(Fault::error(500).verb(verb).resource("gadgets"));
-    }
+    gadgets_failing(&server);
     create_quota(
         &quotas,
         "q2",
@@ -346,14 +338,8 @@ async fn a_re_created_custom_resource_type_keeps_one_watch_and_is_counted() {
     kcm.stop().await;
 }
 
-/// kubernetes#133737 (and #96066): after a restart, upstream waits for every counted type's
-/// monitor to sync before any quota worker starts, so one type whose list keeps failing (a
-/// broken conversion webhook, an aggregated API down) freezes every quota. kcm starts with
-/// that type failing and still keeps the quota's other names right.
-#[tokio::test]
-async fn a_restart_with_one_counted_type_failing_keeps_the_other_names() {
-    let server = TestServer::start().await;
-    let quotas: Api<ResourceQuota> = Api::namespaced(server.client(), NS);
+/// A custom type `gadgets.example.com` whose lists and watches keep failing (500).
+fn gadgets_failing(server: &TestServer) {
     server.store().register(ResourceType::custom(
         "example.com",
         "v1",
@@ -363,6 +349,17 @@ async fn a_restart_with_one_counted_type_failing_keeps_the_other_names() {
     for verb in ["list", "watch"] {
         server.inject(Fault::error(500).verb(verb).resource("gadgets"));
     }
+}
+
+/// kubernetes#133737 (and #96066): after a restart, upstream waits for every counted type's
+/// monitor to sync before any quota worker starts, so one type whose list keeps failing (a
+/// broken conversion webhook, an aggregated API down) freezes every quota. kcm starts with
+/// that type failing and still keeps the quota's other names right.
+#[tokio::test]
+async fn a_restart_with_one_counted_type_failing_keeps_the_other_names() {
+    let server = TestServer::start().await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(server.client(), NS);
+    gadgets_failing(&server);
     create_quota(
         &quotas,
         "q",
@@ -390,15 +387,7 @@ async fn a_restart_with_one_counted_type_failing_keeps_the_other_names() {
 async fn shadow_mode_labels_a_quota_kept_while_a_type_fails_with_its_issue() {
     let server = TestServer::start().await;
     let quotas: Api<ResourceQuota> = Api::namespaced(server.client(), NS);
-    server.store().register(ResourceType::custom(
-        "example.com",
-        "v1",
-        "gadgets",
-        "Gadget",
-    ));
-    for verb in ["list", "watch"] {
-        server.inject(Fault::error(500).verb(verb).resource("gadgets"));
-    }
+    gadgets_failing(&server);
     create_quota(
         &quotas,
         "q",
