@@ -16,7 +16,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
-use kube_testserver::TestServer;
+use kube_testserver::{Fault, TestServer};
 use serde_json::{Value, json};
 
 /// `kcm explain ARGS` (or the binary under `program`'s name): exit success, stdout, stderr.
@@ -176,6 +176,42 @@ async fn a_quota_is_explained_by_its_largest_pods() {
     assert!(
         text.starts_with("ResourceQuota team/compute: OUT OF SYNC; next: write the status\n"),
         "{text}"
+    );
+}
+
+/// A failing or restarting API server (5xx) is waited for, never taken as the answer (no
+/// pods would be a wrong usage); one that keeps failing is reported as the failure.
+#[tokio::test]
+async fn transient_list_failures_are_retried_and_lasting_ones_reported() {
+    let server = TestServer::start().await;
+    namespace(&server, "team").await;
+    seed_pod(&server, "team", pod_json("big", "1500m", "Running"));
+    let quotas: Api<ResourceQuota> = Api::namespaced(server.client(), "team");
+    create(
+        &quotas,
+        json!({ "metadata": { "name": "compute" }, "spec": { "hard": { "requests.cpu": "4" } } }),
+    )
+    .await;
+    server.inject(Fault::error(500).verb("list").resource("pods").times(2));
+    server.inject(
+        Fault::error(429)
+            .verb("list")
+            .resource("resourcequotas")
+            .times(1),
+    );
+    let explained = cli_json(&server, &["quota", "-n", "team", "compute"]).await;
+    let used = &explained["reasons"]["resourceQuota"]["resources"][0];
+    assert_eq!(
+        (&used["resource"], &used["used"]),
+        (&json!("requests.cpu"), &json!("1500m"))
+    );
+
+    server.inject(Fault::error(500).verb("list").resource("pods"));
+    let (ok, out, err) = run(kcm_binary(), &server, &["quota", "-n", "team", "compute"]).await;
+    assert!(!ok && out.is_empty(), "{out}");
+    assert!(
+        err.contains("cannot read pods: injected fault: 500 (500 InternalError)"),
+        "{err}"
     );
 }
 

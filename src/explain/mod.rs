@@ -123,12 +123,23 @@ pub enum ExplainError {
     Config(String),
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
-    #[error("cannot read {what}: {source}")]
+    #[error("cannot read {what}: {}", answer(source))]
     Read {
         what: String,
         #[source]
         source: kube::Error,
     },
+}
+
+/// What the API server answered, as kubectl words it (`<message> (<code> <reason>)`), or
+/// why there was no answer.
+fn answer(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) => {
+            format!("{} ({} {})", status.message, status.code, status.reason)
+        }
+        other => other.to_string(),
+    }
 }
 
 /// One status field that differs.

@@ -3,6 +3,7 @@
 //! needs, read once with LIST (no watch, no write) into informers that never watch.
 
 use std::path::Path;
+use std::time::Duration;
 
 use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
@@ -24,7 +25,7 @@ use crate::k8s::view::Pod;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::watching::informer::Informers;
 use crate::runtime::watching::stored::{NodeMeta, Stored};
-use crate::runtime::writing::writer::is_not_found;
+use crate::runtime::writing::writer::{is_not_found, is_transient};
 
 /// The cluster configuration as kubectl finds it: `kubeconfig` (else `KUBECONFIG` or
 /// `~/.kube/config`) at `context` (else its current one); with neither flag and no file,
@@ -52,8 +53,14 @@ pub async fn config(
     config.map_err(ExplainError::Config)
 }
 
+/// How often a list that failed transiently is tried again, and the first wait (doubling):
+/// a one-shot command waits a few seconds for a server that is busy or restarting, then
+/// reports the failure rather than hang.
+const LIST_ATTEMPTS: u32 = 5;
+const LIST_RETRY_BASE: Duration = Duration::from_millis(250);
+
 /// Lists `K` (in `namespace`, or everywhere) into `informers`; `false` when the cluster does
-/// not serve the type.
+/// not serve the type. A transient failure (no answer, 429, 5xx) is retried.
 async fn list<K: Stored>(
     client: &Client,
     informers: &Informers,
@@ -61,9 +68,19 @@ async fn list<K: Stored>(
 ) -> Result<bool, ExplainError> {
     // By its path: kube's `Api` is namespaced only for types it knows to be.
     let url = K::Watched::url_path(&(), namespace);
-    let listed = match kube::core::Request::new(url).list(&ListParams::default()) {
-        Ok(request) => client.request::<ObjectList<K::Watched>>(request).await,
-        Err(err) => Err(kube::Error::BuildRequest(err)),
+    let mut attempt = 1;
+    let listed = loop {
+        let listed = match kube::core::Request::new(url.clone()).list(&ListParams::default()) {
+            Ok(request) => client.request::<ObjectList<K::Watched>>(request).await,
+            Err(err) => Err(kube::Error::BuildRequest(err)),
+        };
+        match listed {
+            Err(err) if is_transient(&err) && attempt < LIST_ATTEMPTS => {
+                tokio::time::sleep(LIST_RETRY_BASE * 2u32.pow(attempt - 1)).await;
+                attempt += 1;
+            }
+            done => break done,
+        }
     };
     match listed {
         Ok(list) => {

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::lock::lock;
 use crate::runtime::rbac::Rule;
+use crate::runtime::writing::writer::is_transient;
 
 /// Where the controllers' ServiceAccounts live (upstream: `metav1.NamespaceSystem`).
 pub const NAMESPACE: &str = "kube-system";
@@ -216,14 +217,6 @@ impl ServiceAccountTokens {
                 done => return done,
             }
         }
-    }
-}
-
-/// Whether the API server may answer differently later: no answer, 429 or a 5xx.
-fn is_transient(error: &kube::Error) -> bool {
-    match error {
-        kube::Error::Api(status) => status.code == 429 || status.code >= 500,
-        _ => true,
     }
 }
 

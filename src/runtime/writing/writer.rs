@@ -324,6 +324,15 @@ pub fn is_not_found(err: &kube::Error) -> bool {
     api_code(err) == Some(404)
 }
 
+/// Whether the API server may answer differently later: no answer (connection, timeout), 429
+/// or a 5xx. Such a failure is retried, never taken as the answer.
+pub fn is_transient(err: &kube::Error) -> bool {
+    match err {
+        kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+        _ => true,
+    }
+}
+
 /// client-go's `apierrors.IsConflict`: the API server answered 409 (a stale resourceVersion,
 /// or an object that already exists).
 pub fn is_conflict(err: &kube::Error) -> bool {
