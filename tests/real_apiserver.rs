@@ -7,14 +7,16 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use common::envtest::{self, ControlPlane, sample_sum};
 use common::{FAST_LEASE, Kcm, eventually, eventually_some};
 use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, ResourceQuota, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod, ResourceQuota, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -957,20 +959,20 @@ async fn reconciling_controllers(kcm: &Kcm) -> std::collections::BTreeSet<String
         .collect()
 }
 
-/// Upstream's kube-controller-manager running kcm's five controllers, as the admin, in the
-/// control plane's process group; killed when dropped.
+/// Upstream's kube-controller-manager running `controllers` (names as its `--controllers`), as
+/// the admin, in the control plane's process group; killed when dropped.
 struct Upstream {
     child: std::process::Child,
     log: tempfile::NamedTempFile,
 }
 
 impl Upstream {
-    fn start(plane: &ControlPlane) -> Self {
+    fn start(plane: &ControlPlane, controllers: &str) -> Self {
         let log = plane.log_file();
         let child = plane
             .command(plane.assets.join("kube-controller-manager"))
             .arg(format!("--kubeconfig={}", plane.kubeconfig.display()))
-            .arg(format!("--controllers={ALL_CONTROLLERS}"))
+            .arg(format!("--controllers={controllers}"))
             .args([
                 "--leader-elect=false",
                 "--feature-gates=StorageVersionAPI=true",
@@ -985,6 +987,23 @@ impl Upstream {
 
     fn log(&self) -> String {
         std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    /// Polls `check` until it holds; at the deadline fails with upstream's log.
+    async fn does<F, Fut>(&self, what: &str, mut check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        while !check().await {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for upstream: {what}\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 }
 
@@ -1005,29 +1024,19 @@ async fn beside_upstream_kcm_in_shadow_would_write_nothing() {
     // Upstream's controllers act on the whole cluster.
     let _exclusive = CLUSTER.write().await;
     let client = plane.client().await;
-    let upstream = Upstream::start(plane);
+    let upstream = Upstream::start(plane, ALL_CONTROLLERS);
     let ns = plane.namespace(&client, "beside").await;
-    let settled = |what: &'static str| {
-        let log = upstream.log();
-        move || format!("upstream: {what}\n{log}")
-    };
 
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &ns);
     let all = json!({ "pods": "10", "count/configmaps": "5",
         "count/resourceclaims.resource.k8s.io": "4" });
     create_quotas(&quotas, all, "5").await;
     for name in ["all", "burstable", "besteffort"] {
-        let hard = || async { !quota_status(&quotas, name, "hard").await.is_null() };
-        if tokio::time::timeout(DEADLINE, async {
-            while !hard().await {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-        .await
-        .is_err()
-        {
-            panic!("{}", settled("quota hard")());
-        }
+        upstream
+            .does(&format!("quota {name} gets its hard"), || async {
+                !quota_status(&quotas, name, "hard").await.is_null()
+            })
+            .await;
     }
 
     let nodes: Api<Node> = Api::all(client.clone());
@@ -1200,6 +1209,369 @@ async fn explain_json(plane: &ControlPlane, args: &[&str]) -> Value {
     );
     assert!(output.status.success(), "kcm explain {args:?}: {err}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("kcm explain {args:?}: {e}: {out}"))
+}
+
+// --- upstream issues kcm fixes (docs/upstream-fixes.md) ----------------------------------
+
+/// How many nodes carry each TTL annotation (`-`: none).
+async fn ttl_census(nodes: &Api<Node>) -> BTreeMap<String, usize> {
+    let mut census = BTreeMap::new();
+    for node in nodes.list(&ListParams::default()).await.unwrap().items {
+        let ttl = node.annotations().get(TTL_ANNOTATION).cloned();
+        *census.entry(ttl.unwrap_or_else(|| "-".into())).or_default() += 1;
+    }
+    census
+}
+
+/// Sets (or, with None, removes) a node's TTL annotation.
+async fn annotate_ttl(nodes: &Api<Node>, name: &str, ttl: Option<&str>) {
+    let patch = json!({ "metadata": { "annotations": { TTL_ANNOTATION: ttl } } });
+    nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap_or_else(|e| panic!("annotating {name}: {e}"));
+}
+
+/// The node writes (PATCH, PUT) the API server served so far, from any client.
+async fn node_writes(plane: &ControlPlane) -> f64 {
+    let metrics = plane.metrics().await;
+    ["PATCH", "UPDATE"]
+        .iter()
+        .map(|verb| {
+            sample_sum(
+                &metrics,
+                "apiserver_request_total",
+                &[("verb", verb), ("resource", "nodes")],
+            )
+        })
+        .sum()
+}
+
+/// Waits until kcm's ttl-controller has reconciled `nodes` nodes: every node of its first list.
+async fn ttl_reconciled(kcm: &Kcm, nodes: usize) {
+    let reconciled = || async {
+        let labels = [("controller", "ttl-controller"), ("result", "success")];
+        kcm_metric(kcm, "kcm_reconcile_total", &labels).await
+    };
+    works(
+        kcm,
+        &format!("kcm reconciles all {nodes} nodes"),
+        || async { reconciled().await >= nodes as f64 },
+    )
+    .await;
+}
+
+/// `kcm_shadow_diffs_total` of `controller` with `reason`.
+async fn shadow_diffs(kcm: &Kcm, controller: &str, reason: &str) -> f64 {
+    let labels = [("controller", controller), ("reason", reason)];
+    kcm_metric(kcm, "kcm_shadow_diffs_total", &labels).await
+}
+
+/// kubernetes#109779 on the real API server: 95 nodes, inside the overlap (90–100) where TTL 0
+/// and TTL 15 both hold, all saying 15 as a cluster grown past 100 and shrunk leaves them.
+/// kcm, started on them, keeps 15 and writes no node. Upstream's ttl controller, started on
+/// the same nodes, counts from step 0 and patches every node to 0 (the restart storm of the
+/// issue); kcm `--shadow` beside it would patch each back and labels each difference with the
+/// issue, none as unexplained.
+#[tokio::test]
+async fn ttl_a_restart_inside_the_overlap_writes_nothing_where_upstream_rewrites_every_node() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    // Node counts and the API server's counters are cluster-wide; upstream acts on every node.
+    let _exclusive = CLUSTER.write().await;
+    let client = plane.client().await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    const SIZE: usize = 95;
+    // Nodes other tests left count too: they say 15 as well until the end.
+    let left: Vec<(String, Option<String>)> = nodes
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|n| (n.name_any(), n.annotations().get(TTL_ANNOTATION).cloned()))
+        .collect();
+    assert!(
+        left.len() < SIZE,
+        "{} nodes left by other tests",
+        left.len()
+    );
+    for (name, _) in &left {
+        annotate_ttl(&nodes, name, Some("15")).await;
+    }
+    let added: Vec<String> = (left.len()..SIZE)
+        .map(|i| format!("ttl-overlap-{i}"))
+        .collect();
+    for name in &added {
+        create(
+            &nodes,
+            json!({ "metadata": { "name": name, "annotations": { TTL_ANNOTATION: "15" } } }),
+        )
+        .await;
+    }
+    let settled = BTreeMap::from([("15".to_string(), SIZE)]);
+    assert_eq!(ttl_census(&nodes).await, settled);
+    let before = node_writes(plane).await;
+
+    let restarted = kcm(plane, &plane.kubeconfig, &["--controllers=ttl-controller"]);
+    ttl_reconciled(&restarted, SIZE).await;
+    let writes = kcm_metric(
+        &restarted,
+        "kcm_api_writes_total",
+        &[("controller", "ttl-controller")],
+    )
+    .await;
+    assert_eq!(writes, 0.0, "kcm wrote nodes:\n{}", restarted.log());
+    assert_eq!(node_writes(plane).await - before, 0.0, "nodes were written");
+    assert_eq!(ttl_census(&nodes).await, settled);
+    drop(restarted);
+
+    // The shadow starts first, so it counts the nodes as they were.
+    let shadow = kcm(
+        plane,
+        &plane.kubeconfig,
+        &["--controllers=ttl-controller", "--shadow"],
+    );
+    ttl_reconciled(&shadow, SIZE).await;
+    assert_eq!(series(&shadow, "kcm_shadow_diffs_total").await.1, 0.0);
+    let upstream = Upstream::start(plane, "ttl-controller");
+    let rewritten = BTreeMap::from([("0".to_string(), SIZE)]);
+    upstream
+        .does("every node patched to ttl 0", || async {
+            ttl_census(&nodes).await == rewritten
+        })
+        .await;
+    assert_eq!(
+        node_writes(plane).await - before,
+        SIZE as f64,
+        "upstream patched each node once"
+    );
+    works(&shadow, "kcm labels each node's difference", || async {
+        shadow_diffs(&shadow, "ttl-controller", "kubernetes#109779").await >= SIZE as f64
+    })
+    .await;
+    assert_eq!(
+        shadow_diffs(&shadow, "ttl-controller", "unexplained").await,
+        0.0,
+        "{}",
+        shadow.log()
+    );
+    drop(upstream);
+    drop(shadow);
+
+    for name in &added {
+        nodes.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    for (name, ttl) in &left {
+        annotate_ttl(&nodes, name, ttl.as_deref()).await;
+    }
+}
+
+/// The finalizer that keeps pod `web-old-1` terminating.
+const HOLD: &str = "kcm-test/hold";
+
+/// An owner reference to `owner` as its controller.
+fn controlled_by<K: kube::Resource<DynamicType = ()>>(owner: &K) -> Value {
+    json!([{ "apiVersion": K::api_version(&()), "kind": K::kind(&()),
+        "name": owner.name_any(), "uid": owner.uid().unwrap(), "controller": true }])
+}
+
+/// The end of a rollout (kubernetes#130723) in `ns`: Deployment `web` (3 replicas), its new
+/// ReplicaSet's 3 ready pods, and the old ReplicaSet (scaled to 0) deleted while its pod
+/// `web-old-1` still terminates (a finalizer holds it; no garbage collector runs here). Then
+/// PDB `web` (`maxUnavailable: 1`) over all four.
+async fn rollout_with_a_terminating_orphan(client: &Client, ns: &str) {
+    let template = |hash: &str| {
+        json!({ "metadata": { "labels": { "app": "web", "pod-template-hash": hash } },
+            "spec": { "containers": [{ "name": "c", "image": "registry.k8s.io/pause:3.10" }] } })
+    };
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let deployment = create(
+        &deployments,
+        json!({ "metadata": { "name": "web" }, "spec": { "replicas": 3,
+            "selector": { "matchLabels": { "app": "web" } }, "template": template("new") } }),
+    )
+    .await;
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), ns);
+    let replica_set = |hash: &str, replicas: i32| {
+        json!({ "metadata": { "name": format!("web-{hash}"),
+                "ownerReferences": controlled_by(&deployment) },
+            "spec": { "replicas": replicas, "template": template(hash),
+                "selector": { "matchLabels": { "app": "web", "pod-template-hash": hash } } } })
+    };
+    let new = create(&replica_sets, replica_set("new", 3)).await;
+    let old = create(&replica_sets, replica_set("old", 0)).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let owned = |name: &str, owner: &ReplicaSet| {
+        let hash = owner.name_any().trim_start_matches("web-").to_string();
+        let mut body = pod(
+            name,
+            json!({ "app": "web", "pod-template-hash": hash }),
+            None,
+        );
+        body["metadata"]["ownerReferences"] = controlled_by(owner);
+        body
+    };
+    for i in 0..3 {
+        let name = format!("web-new-{i}");
+        create(&pods, owned(&name, &new)).await;
+        run(&pods, &name, true).await;
+    }
+    let mut orphan = owned("web-old-1", &old);
+    orphan["metadata"]["finalizers"] = json!([HOLD]);
+    create(&pods, orphan).await;
+    run(&pods, "web-old-1", true).await;
+    pods.delete("web-old-1", &DeleteParams::default())
+        .await
+        .unwrap();
+    replica_sets
+        .delete("web-old", &DeleteParams::background())
+        .await
+        .unwrap();
+    let orphan = pods.get("web-old-1").await.unwrap();
+    assert!(orphan.metadata.deletion_timestamp.is_some(), "terminating");
+    assert!(replica_sets.get_opt("web-old").await.unwrap().is_none());
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
+    create(
+        &pdbs,
+        json!({ "metadata": { "name": "web" }, "spec": { "maxUnavailable": 1,
+            "selector": { "matchLabels": { "app": "web" } } } }),
+    )
+    .await;
+}
+
+/// Lets the terminating pod go.
+async fn release_the_orphan(client: &Client, ns: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let patch = json!({ "metadata": { "finalizers": null } });
+    pods.patch("web-old-1", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+/// PDB `web`'s status computed from the pods that remain: the Deployment wants 3, 2 must stay
+/// healthy, the 3 new pods are (the terminating one is not): one may go.
+fn status_of_the_remaining_pods() -> Value {
+    json!({ "currentHealthy": 3, "desiredHealthy": 2, "disruptionsAllowed": 1,
+        "expectedPods": 3, "observedGeneration": 1,
+        "conditions": [{ "type": "DisruptionAllowed", "status": "True",
+            "reason": "SufficientPods", "message": "", "observedGeneration": 1 }] })
+}
+
+/// The reasons and messages of the events in `ns`.
+async fn events_in(client: &Client, ns: &str) -> Vec<(String, String)> {
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
+        .collect()
+}
+
+/// kubernetes#130723 on the real API server: the old ReplicaSet is gone while its pod
+/// terminates. kcm computes the budget from the remaining pods, without the warning.
+#[tokio::test]
+async fn disruption_a_terminating_pod_whose_replica_set_is_gone_does_not_block_evictions() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    let _shared = CLUSTER.read().await;
+    let client = plane.client().await;
+    let ns = plane.namespace(&client, "orphan").await;
+    rollout_with_a_terminating_orphan(&client, &ns).await;
+    // Started after the ReplicaSet went: its first list never holds it.
+    let kcm = kcm(
+        plane,
+        &plane.kubeconfig,
+        &["--controllers=disruption-controller"],
+    );
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+    let want = status_of_the_remaining_pods();
+    works(&kcm, "the PDB's status of the remaining pods", || async {
+        pdb_status(&pdbs, "web").await == want
+    })
+    .await;
+    let events = kcm_metric(
+        &kcm,
+        "kcm_api_writes_total",
+        &[
+            ("controller", "disruption-controller"),
+            ("resource", "events"),
+        ],
+    )
+    .await;
+    assert_eq!(events, 0.0, "kcm sent events:\n{}", kcm.log());
+    assert_eq!(events_in(&client, &ns).await, []);
+    release_the_orphan(&client, &ns).await;
+}
+
+/// kubernetes#130723 beside upstream: upstream's disruption controller fails the same budget
+/// safe (`SyncFailed`, `disruptionsAllowed: 0`, a CalculateExpectedPodCountFailed warning)
+/// until the pod is gone, then computes the status kcm computed all along. kcm `--shadow`
+/// beside it labels its difference with the issue, none as unexplained.
+#[tokio::test]
+async fn disruption_beside_upstream_a_terminating_orphan_is_a_labelled_difference() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    // Upstream's controller acts on every PDB.
+    let _exclusive = CLUSTER.write().await;
+    let client = plane.client().await;
+    let ns = plane.namespace(&client, "orphan-upstream").await;
+    rollout_with_a_terminating_orphan(&client, &ns).await;
+    let upstream = Upstream::start(plane, "disruption-controller");
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+    let failed = r#"found no controllers for pod "web-old-1""#;
+    let fail_safe = json!({ "currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0,
+        "expectedPods": 0, "conditions": [{ "type": "DisruptionAllowed", "status": "False",
+            "reason": "SyncFailed", "message": failed }] });
+    upstream
+        .does("the PDB fails safe", || async {
+            pdb_status(&pdbs, "web").await == fail_safe
+        })
+        .await;
+    let warning = (
+        "CalculateExpectedPodCountFailed".to_string(),
+        format!("Failed to calculate the number of expected pods: {failed}"),
+    );
+    upstream
+        .does("the warning", || async {
+            events_in(&client, &ns).await.contains(&warning)
+        })
+        .await;
+
+    let shadow = kcm(
+        plane,
+        &plane.kubeconfig,
+        &["--controllers=disruption-controller", "--shadow"],
+    );
+    works(&shadow, "kcm labels its difference", || async {
+        shadow_diffs(&shadow, "disruption-controller", "kubernetes#130723").await >= 1.0
+    })
+    .await;
+    works(&shadow, "kcm's queue drains", || async {
+        series(&shadow, "workqueue_depth").await.1 == 0.0
+            && series(&shadow, "workqueue_unfinished_work_seconds").await.1 == 0.0
+    })
+    .await;
+    assert_eq!(
+        shadow_diffs(&shadow, "disruption-controller", "unexplained").await,
+        0.0,
+        "{}",
+        shadow.log()
+    );
+
+    release_the_orphan(&client, &ns).await;
+    let want = status_of_the_remaining_pods();
+    upstream
+        .does("the PDB's status once the pod is gone", || async {
+            pdb_status(&pdbs, "web").await == want
+        })
+        .await;
 }
 
 // --- what kube-testserver learned ------------------------------------------------------
