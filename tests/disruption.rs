@@ -802,3 +802,28 @@ async fn a_changed_selector_gets_a_second_unmanaged_pods_event_with_its_text() {
     .await;
     kcm.stop().await;
 }
+
+/// A PDB's status write is a PUT of the whole object, and the API server takes a PDB's labels
+/// and annotations from that body too: the stored PDB must keep kubectl's last-applied
+/// annotation, or each status write would delete it.
+#[tokio::test]
+async fn a_status_write_keeps_the_labels_and_the_last_applied_annotation() {
+    let server = TestServer::start().await;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(server.client(), NS);
+    seed_pod(&server, "web-1", "web", true, None);
+    let applied = r#"{"apiVersion":"policy/v1","kind":"PodDisruptionBudget","metadata":{"name":"web","namespace":"default"},"spec":{"minAvailable":1,"selector":{"matchLabels":{"app":"web"}}}}"#;
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({ "metadata": { "name": "web",
+        "labels": { "team": "shop" },
+        "annotations": { "kubectl.kubernetes.io/last-applied-configuration": applied } },
+        "spec": { "minAvailable": 1, "selector": { "matchLabels": { "app": "web" } } } }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    let _kcm = InProcess::start(&server, &["--controllers=disruption"]).await;
+    wait_counts(&pdbs, "web", (1, 1, 1, 0)).await;
+    let written = pdbs.get("web").await.unwrap();
+    assert_eq!(
+        written.metadata.annotations.unwrap()["kubectl.kubernetes.io/last-applied-configuration"],
+        applied
+    );
+    assert_eq!(written.metadata.labels.unwrap()["team"], "shop");
+}

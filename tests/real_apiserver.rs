@@ -1775,3 +1775,81 @@ async fn kube_testserver_validates_claim_writes_as_the_api_server_does() {
         assert_eq!(modelled, real, "{statuses}");
     }
 }
+
+/// The labels and annotations of an object once a status PUT sent it with other ones: what
+/// the server takes from a status write's metadata.
+async fn metadata_after_status_put<K>(api: &Api<K>, body: Value, status: Value) -> Value
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let created = create(api, body).await;
+    let mut sent = serde_json::to_value(&created).unwrap();
+    sent["metadata"]["labels"] = json!({ "sent": "with-the-status" });
+    sent["metadata"]["annotations"] = json!({ "sent": "too" });
+    sent["status"] = status;
+    let name = created.name_any();
+    let sent: K = serde_json::from_value(sent).unwrap();
+    api.replace_status(&name, &PostParams::default(), &sent)
+        .await
+        .unwrap();
+    let written = serde_json::to_value(api.get(&name).await.unwrap()).unwrap();
+    api.delete(&name, &DeleteParams::default()).await.unwrap();
+    json!({ "labels": written["metadata"]["labels"], "annotations": written["metadata"]["annotations"] })
+}
+
+/// kube-testserver kept the stored metadata on every status write, which hid that kcm's quota
+/// and PDB status writes deleted kubectl's last-applied annotation: the API server takes a
+/// quota's and a PDB's labels and annotations from the status write's body, and keeps a
+/// claim's. Both servers now agree.
+#[tokio::test]
+async fn kube_testserver_takes_status_write_metadata_as_the_api_server_does() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    let _shared = CLUSTER.read().await;
+    let ns = plane
+        .namespace(&plane.client().await, "status-metadata")
+        .await;
+    let model = kube_testserver::TestServer::start().await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(model.client());
+    create(&namespaces, json!({ "metadata": { "name": ns } })).await;
+    let meta = |name: &str| {
+        json!({ "name": name, "labels": { "created": "with-the-object" },
+            "annotations": { "kubectl.kubernetes.io/last-applied-configuration": "{}" } })
+    };
+    let quota = json!({ "metadata": meta("q"), "spec": { "hard": { "pods": "1" } } });
+    let quota_status = json!({ "hard": { "pods": "1" }, "used": { "pods": "0" } });
+    let pdb = json!({ "metadata": meta("p"),
+        "spec": { "minAvailable": 1, "selector": { "matchLabels": { "app": "x" } } } });
+    let pdb_status = json!({ "disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 1,
+        "expectedPods": 0 });
+    let claim = json!({ "metadata": meta("c"), "spec": { "devices": { "requests": [
+        { "name": "r", "exactly": { "deviceClassName": "example.com" } }] } } });
+    for (server, client) in [
+        ("kube-apiserver", plane.client().await),
+        ("kube-testserver", model.client()),
+    ] {
+        let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &ns);
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+        let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), &ns);
+        let taken = json!({ "labels": { "sent": "with-the-status" },
+            "annotations": { "sent": "too" } });
+        let kept = json!({ "labels": { "created": "with-the-object" },
+            "annotations": { "kubectl.kubernetes.io/last-applied-configuration": "{}" } });
+        assert_eq!(
+            metadata_after_status_put(&quotas, quota.clone(), quota_status.clone()).await,
+            taken,
+            "ResourceQuota on {server}"
+        );
+        assert_eq!(
+            metadata_after_status_put(&pdbs, pdb.clone(), pdb_status.clone()).await,
+            taken,
+            "PodDisruptionBudget on {server}"
+        );
+        assert_eq!(
+            metadata_after_status_put(&claims, claim.clone(), json!({})).await,
+            kept,
+            "ResourceClaim on {server}"
+        );
+    }
+}

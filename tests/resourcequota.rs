@@ -560,3 +560,28 @@ async fn a_change_undoing_a_status_write_not_yet_watched_is_written() {
     wait_used(&quotas, "q", map(&[("pods", "0")])).await;
     kcm.stop().await;
 }
+
+/// A quota's status write is a PUT of the whole object, and the API server takes a quota's
+/// labels and annotations from that body too: the object kcm stores must keep kubectl's
+/// last-applied annotation, or each status write would delete it.
+#[tokio::test]
+async fn a_status_write_keeps_the_labels_and_the_last_applied_annotation() {
+    let server = TestServer::start().await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(server.client(), NS);
+    seed_pod(&server, "a", "100m", "1Gi");
+    let applied = r#"{"apiVersion":"v1","kind":"ResourceQuota","metadata":{"name":"q","namespace":"default"},"spec":{"hard":{"pods":"10"}}}"#;
+    let quota: ResourceQuota = serde_json::from_value(json!({ "metadata": { "name": "q",
+        "labels": { "team": "shop" },
+        "annotations": { "kubectl.kubernetes.io/last-applied-configuration": applied } },
+        "spec": { "hard": { "pods": "10" } } }))
+    .unwrap();
+    quotas.create(&PostParams::default(), &quota).await.unwrap();
+    let _kcm = InProcess::start(&server, &["--controllers=resourcequota"]).await;
+    wait_used(&quotas, "q", map(&[("pods", "1")])).await;
+    let written = quotas.get("q").await.unwrap();
+    assert_eq!(
+        written.metadata.annotations.unwrap()["kubectl.kubernetes.io/last-applied-configuration"],
+        applied
+    );
+    assert_eq!(written.metadata.labels.unwrap()["team"], "shop");
+}

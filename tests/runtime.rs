@@ -4,6 +4,7 @@ mod common;
 
 use common::{DEADLINE, eventually};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, ObjectReference};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kcm::runtime::metrics::Metrics;
 use kcm::runtime::writing::events::EventRecorder;
 use kcm::runtime::writing::events::sink::ApiSink;
@@ -32,7 +33,7 @@ async fn writer_counts_writes_and_shadow_writes_nothing() {
     let server = TestServer::start().await;
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
     let metrics = Metrics::new().unwrap();
-    let writer = ApiWriter::new("test", metrics.clone(), false);
+    let writer = ApiWriter::new("test", metrics.clone(), false, Default::default());
     let created = writer.create(&api, &cm("a", "1")).await.unwrap();
     let mut desired = created.clone();
     desired.data = Some([("k".to_string(), "2".to_string())].into());
@@ -52,7 +53,7 @@ async fn writer_counts_writes_and_shadow_writes_nothing() {
     );
 
     let shadow_metrics = Metrics::new().unwrap();
-    let shadow = ApiWriter::new("test", shadow_metrics.clone(), true);
+    let shadow = ApiWriter::new("test", shadow_metrics.clone(), true, Default::default());
     let before = server.count(|r| r.is_write());
     let live = api.get("a").await.unwrap();
     let mut changed = live.clone();
@@ -97,7 +98,7 @@ async fn writer_counts_writes_and_shadow_writes_nothing() {
 
 /// A recorder of `component` writing through a writer labelled `test`.
 fn start_recorder(server: &TestServer, metrics: &Metrics, shadow: bool) -> EventRecorder {
-    let writer = ApiWriter::new("test", metrics.clone(), shadow);
+    let writer = ApiWriter::new("test", metrics.clone(), shadow, Default::default());
     EventRecorder::start(
         ApiSink::new(server.client(), writer),
         "controllermanager",
@@ -316,4 +317,55 @@ async fn each_client_keeps_to_its_own_qps_and_burst_and_records_client_go_metric
             .get(),
         1
     );
+}
+
+/// A status write's answer is asked for as metadata alone and read for the resourceVersion it
+/// gives the object, in either encoding the server answers with.
+#[tokio::test]
+async fn a_status_write_keeps_the_resource_version_the_server_gave() {
+    use k8s_openapi::api::core::v1::ResourceQuota;
+    use kcm::runtime::protobuf::ContentType;
+    for (server_protobuf, content) in [
+        (true, ContentType::Protobuf),
+        (false, ContentType::Protobuf),
+        (true, ContentType::Json),
+    ] {
+        let server = TestServer::start_with(kube_testserver::Options {
+            protobuf: server_protobuf,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let api: Api<ResourceQuota> = Api::namespaced(server.client(), "default");
+        let quota: ResourceQuota = serde_json::from_value(
+            json!({ "metadata": { "name": "q" }, "spec": { "hard": { "pods": "10" } } }),
+        )
+        .unwrap();
+        let live = api.create(&PostParams::default(), &quota).await.unwrap();
+        let writer = ApiWriter::new("test", Metrics::new().unwrap(), false, content);
+        let mut desired = live.clone();
+        desired.status =
+            serde_json::from_value(json!({ "hard": { "pods": "10" }, "used": { "pods": "1" } }))
+                .unwrap();
+        let written = writer.replace_status(&api, &live, desired).await.unwrap();
+        let stored = api.get("q").await.unwrap();
+        let case = format!("server protobuf {server_protobuf}, {content:?}");
+        assert_ne!(
+            written.metadata.resource_version, live.metadata.resource_version,
+            "{case}"
+        );
+        assert_eq!(
+            written.metadata.resource_version, stored.metadata.resource_version,
+            "{case}"
+        );
+        assert_eq!(
+            stored.status.unwrap().used.unwrap()["pods"].0,
+            "1",
+            "{case}"
+        );
+        // The next write from what was written is not a conflict.
+        let mut again = written.clone();
+        again.status.as_mut().unwrap().used = Some([("pods".into(), Quantity("2".into()))].into());
+        writer.replace_status(&api, &written, again).await.unwrap();
+    }
 }

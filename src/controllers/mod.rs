@@ -52,7 +52,12 @@ pub struct Context {
 impl Context {
     /// The write path for `controller` (its name labels the write metrics).
     pub fn writer(&self, controller: &'static str) -> ApiWriter {
-        ApiWriter::new(controller, self.metrics.clone(), self.settings.shadow)
+        ApiWriter::new(
+            controller,
+            self.metrics.clone(),
+            self.settings.shadow,
+            self.settings.content_type,
+        )
     }
 
     /// The controller's event recorder, with upstream's source component (its

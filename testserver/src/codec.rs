@@ -76,6 +76,15 @@ pub(crate) fn wants_metadata(accept: &str) -> bool {
     accept.contains("as=PartialObjectMetadata")
 }
 
+/// Whether a client answered in JSON gets metadata only: the first JSON type its `Accept`
+/// names asks for it (`application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`).
+pub(crate) fn wants_json_metadata(accept: &str) -> bool {
+    accept
+        .split(',')
+        .find(|media| media_type(media) == "application/json")
+        .is_some_and(|media| media.contains("as=PartialObjectMetadata"))
+}
+
 /// An object or list as `meta.k8s.io/v1` `PartialObjectMetadata[List]`: the metadata alone.
 pub(crate) fn partial_metadata(body: &Value) -> Value {
     let meta = |obj: &Value| {
@@ -936,6 +945,13 @@ mod tests {
 
     #[test]
     fn media_types() {
+        assert!(wants_json_metadata(
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json"
+        ));
+        assert!(!wants_json_metadata(
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json"
+        ));
+        assert!(!wants_json_metadata("application/json"));
         assert!(is_protobuf("application/vnd.kubernetes.protobuf"));
         assert!(is_protobuf(
             "application/vnd.kubernetes.protobuf; charset=x"

@@ -322,13 +322,16 @@ async fn handle(
                 Ok(resp) => resp,
                 Err(err) => error_response(&err),
             };
+            // Objects and lists, written ones included, in the encoding and form asked for.
+            let transcoded = matches!(
+                info.verb.as_str(),
+                "get" | "list" | "create" | "update" | "patch"
+            ) && resp.status().is_success();
             match protobuf {
                 _ if protobuf_only => protobuf_response(resp).await,
-                Some(metadata)
-                    if matches!(info.verb.as_str(), "get" | "list")
-                        && resp.status().is_success() =>
-                {
-                    protobuf_or_json(resp, metadata).await
+                Some(metadata) if transcoded => protobuf_or_json(resp, metadata).await,
+                None if transcoded && codec::wants_json_metadata(accept) => {
+                    metadata_json(resp).await
                 }
                 _ => resp,
             }
@@ -467,6 +470,19 @@ fn protobuf_answerable(shared: &Shared, route: &Route, info: &RequestInfo) -> bo
             .store
             .resource_type(&path.group, &path.resource)
             .is_some_and(|rt| codec::encodes(&rt.api_version(), &rt.kind))
+}
+
+/// A successful JSON answer as metadata only (`application/json;as=PartialObjectMetadata`).
+async fn metadata_json(resp: Response) -> Response {
+    let (mut parts, body) = resp.into_parts();
+    let partial = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => serde_json::from_slice::<Value>(&bytes)
+            .map(|value| codec::partial_metadata(&value).to_string())
+            .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned()),
+        Err(err) => return error_response(&ApiError::new(500, "InternalError", err.to_string())),
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(partial))
 }
 
 /// A successful JSON answer re-encoded in protobuf (as metadata only when asked so); as it was

@@ -219,6 +219,14 @@ pub struct Store {
     state: Mutex<State>,
 }
 
+/// Whether a status update of this type takes the object's labels, annotations, finalizers and
+/// owners from the request, as kube-apiserver v1.36.2 does for ResourceQuotas and
+/// PodDisruptionBudgets (their status strategies reset the spec alone); other types keep the
+/// stored metadata (checked for ResourceClaims and StorageVersions).
+fn status_write_takes_metadata(rt: &ResourceType) -> bool {
+    type_key_is(rt, "", "resourcequotas") || type_key_is(rt, "policy", "poddisruptionbudgets")
+}
+
 fn type_key_is(rt: &ResourceType, group: &str, plural: &str) -> bool {
     rt.group == group && rt.plural == plural
 }
@@ -889,7 +897,17 @@ impl State {
         match sub {
             Subresource::Status => {
                 let status = new.get("status").cloned();
+                let request_meta = new.get("metadata").cloned().unwrap_or_default();
                 new = (*current).clone();
+                if status_write_takes_metadata(rt) {
+                    let m = meta_mut(&mut new);
+                    for field in ["labels", "annotations", "finalizers", "ownerReferences"] {
+                        match request_meta.get(field) {
+                            Some(v) => m.insert(field.into(), v.clone()),
+                            None => m.remove(field),
+                        };
+                    }
+                }
                 match status {
                     Some(s) => new["status"] = s,
                     None => {

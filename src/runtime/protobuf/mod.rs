@@ -100,14 +100,18 @@ pub const ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json"
 /// The `Accept` of a metadata-only list, as client-go's metadata client sends it.
 pub const METADATA_LIST_ACCEPT: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json";
 
-/// The `Accept` of a metadata-only watch.
-pub const METADATA_WATCH_ACCEPT: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json";
+/// The `Accept` of a metadata-only object or watch.
+pub const METADATA_ACCEPT: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json";
+
+/// [`METADATA_ACCEPT`] without protobuf (`--kube-api-content-type=application/json`).
+const METADATA_JSON_ACCEPT: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json";
 
 /// Metadata-only objects (`PartialObjectMetadata`) of any type.
 pub fn metadata<K>() -> Wire<PartialObjectMeta<K>> {
     Wire {
         list_accept: METADATA_LIST_ACCEPT,
-        watch_accept: METADATA_WATCH_ACCEPT,
+        watch_accept: METADATA_ACCEPT,
         decode: |raw| {
             let object = MetaOnly::decode(raw)?;
             Ok(PartialObjectMeta {
@@ -168,6 +172,31 @@ struct RawExtension {
 struct MetaOnly {
     #[prost(message, optional, tag = "1")]
     metadata: Option<ObjectMetaPb>,
+}
+
+/// A write's answer, read for the object's resourceVersion alone.
+#[derive(Clone, PartialEq, Message)]
+struct VersionOnly {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<VersionMeta>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct VersionMeta {
+    #[prost(string, optional, tag = "6")]
+    resource_version: Option<String>,
+}
+
+/// The same in JSON.
+#[derive(serde::Deserialize)]
+struct VersionOnlyJson {
+    metadata: VersionMetaJson,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct VersionMetaJson {
+    resource_version: Option<String>,
 }
 
 /// A `map<string, string>` entry: a map field is a repeated message of these on the wire, so
@@ -526,6 +555,32 @@ async fn send(
         Status::failure(text.trim(), "Failed to parse error data").with_code(code.as_u16())
     });
     Err(kube::Error::Api(Box::new(status)))
+}
+
+/// Sends a write (create, update, patch) whose answer is read for one field: the
+/// resourceVersion the server gave the object. The server is asked for the object's metadata
+/// alone (`as=PartialObjectMetadata`, in protobuf unless `content` is JSON), so it encodes a
+/// few hundred bytes instead of the whole object, and kcm decodes as little.
+pub async fn write(
+    client: &Client,
+    request: http::Request<Vec<u8>>,
+    content: ContentType,
+) -> kube::Result<Option<String>> {
+    let accept = match content {
+        ContentType::Protobuf => METADATA_ACCEPT,
+        ContentType::Json => METADATA_JSON_ACCEPT,
+    };
+    let response = send(client, request, accept).await?;
+    let protobuf = is_protobuf(&response);
+    let body = response.into_body().collect().await?.to_bytes();
+    if protobuf {
+        let written = VersionOnly::decode(unwrap(body)?).map_err(DecodeError::from)?;
+        Ok(written.metadata.and_then(|m| m.resource_version))
+    } else {
+        let written: VersionOnlyJson =
+            serde_json::from_slice(&body).map_err(kube::Error::SerdeError)?;
+        Ok(written.metadata.resource_version)
+    }
 }
 
 /// A LIST of `url` in protobuf (JSON if the server answers so).

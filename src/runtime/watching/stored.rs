@@ -2,7 +2,7 @@
 //! process, so no controller can get a differently trimmed copy from another's informer.
 //! Pods are stored as compact views (`view::Pod`), deserialized without the fields nobody
 //! reads; nodes come from a metadata-only watch. Everything else drops managedFields and
-//! kubectl's last-applied annotation; workload controllers keep only what the disruption
+//! kubectl's last-applied annotation (quotas and PDBs keep the annotation, see theirs); workload controllers keep only what the disruption
 //! controller reads (metadata, replicas, the Deployment owner).
 
 use std::fmt::Debug;
@@ -110,6 +110,11 @@ pub fn trim_metadata<K: Resource>(obj: &mut K) {
     }
 }
 
+/// managedFields alone: a write that leaves them out keeps the server's.
+fn trim_managed_fields<K: Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
+}
+
 /// Deserialized compact (see [`view`]): there is nothing left to drop, and the metadata kube's
 /// watcher needed moves into the pod's compact one.
 impl Stored for view::Pod {
@@ -151,8 +156,23 @@ impl Shaped for NodeMeta {
 }
 impl Shaped for Lease {}
 impl Shaped for StorageVersion {}
-impl Shaped for PodDisruptionBudget {}
-impl Shaped for ResourceQuota {}
+
+/// Quota and PDB statuses are written with a PUT of the whole object, and kube-apiserver takes
+/// the labels, annotations, finalizers and owners of such a status write from its body
+/// (checked on v1.36.2; claims and StorageVersions keep their stored metadata). Dropping the
+/// last-applied annotation here would delete it from the object at every status write.
+impl Shaped for PodDisruptionBudget {
+    fn shape(&mut self) {
+        trim_managed_fields(self);
+    }
+}
+
+/// See [`PodDisruptionBudget`]'s.
+impl Shaped for ResourceQuota {
+    fn shape(&mut self) {
+        trim_managed_fields(self);
+    }
+}
 impl Shaped for Service {}
 impl Shaped for PersistentVolumeClaim {}
 impl Shaped for ResourceClaim {}

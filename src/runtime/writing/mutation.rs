@@ -2,14 +2,15 @@
 //! seen at once, before the watch delivers it, so a controller that retries quickly does not
 //! act on the older cached copy (e.g. create a second ResourceClaim). Beyond client-go, a
 //! delete is remembered too, so the copy the store still holds is not acted on again. An
-//! entry lives until the store holds a newer version (or the delete), or until its time to
-//! live has passed.
+//! entry lives until the store holds a newer version (or the delete), until its time to live
+//! has passed, or until [`CAPACITY`] newer writes have pushed it out.
 
-use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::{Resource, ResourceExt};
+use lru::LruCache;
 
 use crate::lock::lock;
 use crate::runtime::watching::informer::Store;
@@ -21,6 +22,13 @@ type Key = (String, String);
 /// watch normally delivers it within moments.
 pub const MUTATION_TTL: Duration = Duration::from_secs(3600);
 
+/// The writes remembered at most, the least recently used dropped first (client-go's
+/// mutation cache is an LRU of 100). An entry is only needed until its watch event arrives,
+/// moments after the write, but one is retired only when its object is looked up again: without
+/// a bound, every quota and PDB written once stayed in memory for the hour, a second copy of
+/// each beside the store's.
+pub const CAPACITY: NonZeroUsize = NonZeroUsize::new(100).unwrap();
+
 struct Entry<K> {
     /// `None`: deleted.
     object: Option<Arc<K>>,
@@ -30,7 +38,7 @@ struct Entry<K> {
 
 pub struct MutationCache<K> {
     ttl: Duration,
-    entries: Mutex<HashMap<Key, Entry<K>>>,
+    entries: Mutex<LruCache<Key, Entry<K>>>,
 }
 
 fn key_of<K: Resource>(obj: &K) -> Key {
@@ -50,18 +58,16 @@ impl<K: Resource> MutationCache<K> {
     pub fn new(ttl: Duration) -> Self {
         Self {
             ttl,
-            entries: Mutex::default(),
+            entries: Mutex::new(LruCache::new(CAPACITY)),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Entry<K>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<Key, Entry<K>>> {
         lock(&self.entries)
     }
 
     fn remember(&self, key: Key, entry: Entry<K>) {
-        let mut entries = self.lock();
-        entries.retain(|_, e| entry.at.duration_since(e.at) < self.ttl);
-        entries.insert(key, entry);
+        self.lock().put(key, entry);
     }
 
     /// Remembers what a write returned.
@@ -87,8 +93,7 @@ impl<K: Resource> MutationCache<K> {
 
     /// Drops what is remembered of an object the store saw deleted.
     pub fn forget(&self, namespace: &str, name: &str) {
-        self.lock()
-            .remove(&(namespace.to_string(), name.to_string()));
+        self.lock().pop(&(namespace.to_string(), name.to_string()));
     }
 
     /// The newer of the stored object and the remembered write of the same name.
@@ -112,7 +117,7 @@ impl<K: Resource> MutationCache<K> {
             (None, _) => false,
         };
         if expired || store_caught_up {
-            entries.remove(&key);
+            entries.pop(&key);
             return stored;
         }
         entry.object.clone()
@@ -231,6 +236,23 @@ mod tests {
         cache.forget("ns", "a");
         let stale = Some(Arc::new(gone));
         assert_eq!(rv(cache.newest("ns", "a", stale, now)), Some("5".into()));
+    }
+
+    #[test]
+    fn at_most_capacity_writes_are_remembered_the_least_recent_dropped_first() {
+        let cache = MutationCache::new(HOUR);
+        let now = Instant::now();
+        let written = CAPACITY.get() + 1;
+        for i in 0..written {
+            cache.mutated(object(&format!("o{i}"), "5"), now);
+        }
+        assert_eq!(
+            cache.in_namespace("ns", now, |_| true).len(),
+            CAPACITY.get()
+        );
+        assert_eq!(rv(cache.newest("ns", "o0", None, now)), None, "pushed out");
+        let last = format!("o{}", written - 1);
+        assert_eq!(rv(cache.newest("ns", &last, None, now)), Some("5".into()));
     }
 
     #[test]

@@ -11,18 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::runtime::metrics::Metrics;
-
-/// The one part of a write's answer [`ApiWriter::replace_status`] reads.
-#[derive(serde::Deserialize)]
-struct Written {
-    metadata: WrittenMeta,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WrittenMeta {
-    resource_version: Option<String>,
-}
+use crate::runtime::protobuf::{self, ContentType};
 
 /// The upstream issue a decision of kcm's departs from upstream for (`kubernetes#130723`):
 /// a write made because of it is one upstream would not make, and shadow mode says so.
@@ -37,6 +26,8 @@ pub struct ApiWriter {
     controller: &'static str,
     metrics: Metrics,
     shadow: bool,
+    /// How the answers of writes read for their resourceVersion alone are asked for.
+    content: ContentType,
     /// Why this writer's writes differ from upstream's, when a fix of kcm's is the cause.
     fix: Option<UpstreamFix>,
 }
@@ -107,11 +98,17 @@ fn to_json<T: Serialize>(value: &T) -> Value {
 }
 
 impl ApiWriter {
-    pub fn new(controller: &'static str, metrics: Metrics, shadow: bool) -> Self {
+    pub fn new(
+        controller: &'static str,
+        metrics: Metrics,
+        shadow: bool,
+        content: ContentType,
+    ) -> Self {
         Self {
             controller,
             metrics,
             shadow,
+            content,
             fix: None,
         }
     }
@@ -207,7 +204,7 @@ impl ApiWriter {
     /// `UpdateStatus`: only `.status` of `desired` is taken by the server. Returns `desired`
     /// as written: with the resourceVersion the server gave it, the one field of the answer
     /// read (the server keeps the rest as sent, or as it was outside the status), so the
-    /// object written is not decoded again.
+    /// answer is asked for as metadata alone ([`protobuf::write`]).
     pub async fn replace_status<K>(&self, api: &Api<K>, live: &K, mut desired: K) -> kube::Result<K>
     where
         K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
@@ -223,10 +220,9 @@ impl ApiWriter {
             let request = kube::core::Request::new(api.resource_url())
                 .replace_subresource("status", &name, &PostParams::default(), body)
                 .map_err(kube::Error::BuildRequest)?;
-            api.clone().into_client().request::<Written>(request).await
+            protobuf::write(&api.clone().into_client(), request, self.content).await
         };
-        let written = self.run(Verb::Update, &resource, write).await?;
-        desired.meta_mut().resource_version = written.metadata.resource_version;
+        desired.meta_mut().resource_version = self.run(Verb::Update, &resource, write).await?;
         Ok(desired)
     }
 
@@ -272,7 +268,8 @@ impl ApiWriter {
     }
 
     /// [`ApiWriter::patch`] of the whole object for a caller that keeps nothing of the
-    /// object written: the answer is read (so the connection is reused) but not decoded.
+    /// object written: the answer is asked for as metadata alone, and read (so the connection
+    /// is reused) for its resourceVersion only.
     pub async fn patch_unread<K, P>(
         &self,
         api: &Api<K>,
@@ -295,7 +292,7 @@ impl ApiWriter {
             let request = kube::core::Request::new(api.resource_url())
                 .patch(&name, params, patch)
                 .map_err(kube::Error::BuildRequest)?;
-            api.clone().into_client().request_text(request).await
+            protobuf::write(&api.clone().into_client(), request, self.content).await
         };
         self.run(verb, &resource, write).await.map(drop)
     }
