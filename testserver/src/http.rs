@@ -323,15 +323,15 @@ async fn handle(
                 Err(err) => error_response(&err),
             };
             // Objects and lists, written ones included, in the encoding and form asked for.
-            let transcoded = matches!(
+            let an_object = matches!(
                 info.verb.as_str(),
                 "get" | "list" | "create" | "update" | "patch"
             ) && resp.status().is_success();
             match protobuf {
                 _ if protobuf_only => protobuf_response(resp).await,
-                Some(metadata) if transcoded => protobuf_or_json(resp, metadata).await,
-                None if transcoded && codec::wants_json_metadata(accept) => {
-                    metadata_json(resp).await
+                Some(metadata) if an_object => transcoded(resp, true, metadata).await,
+                None if an_object && codec::wants_json_metadata(accept) => {
+                    transcoded(resp, false, true).await
                 }
                 _ => resp,
             }
@@ -472,46 +472,44 @@ fn protobuf_answerable(shared: &Shared, route: &Route, info: &RequestInfo) -> bo
             .is_some_and(|rt| codec::encodes(&rt.api_version(), &rt.kind))
 }
 
-/// A successful JSON answer as metadata only (`application/json;as=PartialObjectMetadata`).
-async fn metadata_json(resp: Response) -> Response {
-    let (mut parts, body) = resp.into_parts();
-    let partial = match axum::body::to_bytes(body, usize::MAX).await {
-        Ok(bytes) => serde_json::from_slice::<Value>(&bytes)
-            .map(|value| codec::partial_metadata(&value).to_string())
-            .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned()),
-        Err(err) => return error_response(&ApiError::new(500, "InternalError", err.to_string())),
-    };
-    parts.headers.remove(header::CONTENT_LENGTH);
-    Response::from_parts(parts, Body::from(partial))
+/// An answer's head and whole body; a body that cannot be read is a 500.
+async fn collected(resp: Response) -> Result<(axum::http::response::Parts, Bytes), Response> {
+    let (parts, body) = resp.into_parts();
+    axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map(|bytes| (parts, bytes))
+        .map_err(|err| error_response(&ApiError::new(500, "InternalError", err.to_string())))
 }
 
-/// A successful JSON answer re-encoded in protobuf (as metadata only when asked so); as it was
-/// when the codec cannot write it, as the client accepts JSON too.
-async fn protobuf_or_json(resp: Response, metadata: bool) -> Response {
-    let (mut parts, body) = resp.into_parts();
-    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
-        Ok(bytes) => bytes,
-        Err(err) => return error_response(&ApiError::new(500, "InternalError", err.to_string())),
+/// `parts` with a new body, in protobuf when `protobuf`.
+fn rewritten(mut parts: axum::http::response::Parts, body: Vec<u8>, protobuf: bool) -> Response {
+    if protobuf {
+        parts.headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(codec::PROTOBUF),
+        );
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(body))
+}
+
+/// A successful JSON answer in the form asked for: as metadata only when `metadata`
+/// (`as=PartialObjectMetadata`), in protobuf when `protobuf` and the codec can write it, else
+/// in JSON, which the client accepts too.
+async fn transcoded(resp: Response, protobuf: bool, metadata: bool) -> Response {
+    let (parts, bytes) = match collected(resp).await {
+        Ok(collected) => collected,
+        Err(failed) => return failed,
     };
-    let encoded = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .map(|value| {
-            if metadata {
-                codec::partial_metadata(&value)
-            } else {
-                value
-            }
-        })
-        .and_then(|value| codec::encode(&value).ok());
-    match encoded {
-        Some(protobuf) => {
-            parts.headers.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(codec::PROTOBUF),
-            );
-            parts.headers.remove(header::CONTENT_LENGTH);
-            Response::from_parts(parts, Body::from(protobuf))
-        }
+    let Ok(mut value) = serde_json::from_slice::<Value>(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    if metadata {
+        value = codec::partial_metadata(&value);
+    }
+    match codec::encode(&value).ok().filter(|_| protobuf) {
+        Some(encoded) => rewritten(parts, encoded, true),
+        None if metadata => rewritten(parts, value.to_string().into_bytes(), false),
         None => Response::from_parts(parts, Body::from(bytes)),
     }
 }
@@ -519,23 +517,15 @@ async fn protobuf_or_json(resp: Response, metadata: bool) -> Response {
 /// A JSON answer re-encoded in protobuf, error `Status` answers included (same code). A success
 /// the codec cannot write becomes 406 naming what it lacks; an error it cannot write stays JSON.
 async fn protobuf_response(resp: Response) -> Response {
-    let (mut parts, body) = resp.into_parts();
-    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
-        Ok(bytes) => bytes,
-        Err(err) => return error_response(&ApiError::new(500, "InternalError", err.to_string())),
+    let (parts, bytes) = match collected(resp).await {
+        Ok(collected) => collected,
+        Err(failed) => return failed,
     };
     let encoded = serde_json::from_slice::<Value>(&bytes)
         .map_err(|err| err.to_string())
         .and_then(|value| codec::encode(&value).map_err(|err| err.to_string()));
     match encoded {
-        Ok(protobuf) => {
-            parts.headers.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(codec::PROTOBUF),
-            );
-            parts.headers.remove(header::CONTENT_LENGTH);
-            Response::from_parts(parts, Body::from(protobuf))
-        }
+        Ok(protobuf) => rewritten(parts, protobuf, true),
         Err(why) if parts.status.is_success() => not_acceptable(why),
         Err(_) => Response::from_parts(parts, Body::from(bytes)),
     }
