@@ -3,12 +3,15 @@
 //! the API, so the API server's own CPU and memory can be measured while a controller manager
 //! (kcm, or upstream's kube-controller-manager) converges on it.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -99,70 +102,116 @@ fn ns_index(ns: &str) -> Option<usize> {
     ns.strip_prefix("ns-")?.parse().ok()
 }
 
-/// How many quotas, PDBs and node TTLs are right now, read through the API.
-pub async fn right(client: &Client, model: &Model) -> [usize; 3] {
-    let params = ListParams::default();
-    let quotas = Api::<ResourceQuota>::all(client.clone())
-        .list(&params)
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    let quotas_right = quotas
-        .iter()
-        .filter(|q| {
-            ns_index(&q.namespace().unwrap_or_default())
-                .is_some_and(|n| model.quota_right(n, &serde_json::to_value(q).unwrap_or_default()))
-        })
-        .count();
-    let pdbs = Api::<PodDisruptionBudget>::all(client.clone())
-        .list(&params)
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    let pdbs_right = pdbs
-        .iter()
-        .filter(|p| {
-            ns_index(&p.namespace().unwrap_or_default())
-                .is_some_and(|n| model.pdb_right(n, &serde_json::to_value(p).unwrap_or_default()))
-        })
-        .count();
-    let ttl = expected_ttl(model.size.nodes);
-    let nodes = Api::<kube::core::PartialObjectMeta<Node>>::all(client.clone())
-        .list_metadata(&params)
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    let nodes_right = nodes
-        .iter()
-        .filter(|n| n.annotations().get(TTL_ANNOTATION).map(String::as_str) == Some(ttl))
-        .count();
-    [quotas_right, pdbs_right, nodes_right]
+/// The namespace/name keys of the objects a watch shows as right, kept through the watcher's
+/// relists: a relist's objects are gathered apart and replace the set at its end, so objects
+/// deleted while the watch was down drop out.
+#[derive(Default)]
+struct RightKeys {
+    now: HashSet<String>,
+    relist: HashSet<String>,
 }
 
-/// Polls [`right`] until every quota, PDB and node is right, or `timeout`: when each kind
-/// was first all right, from `start`.
+impl RightKeys {
+    fn apply<K: ResourceExt>(&mut self, event: watcher::Event<K>, is_right: impl Fn(&K) -> bool) {
+        let key = |o: &K| format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any());
+        match event {
+            watcher::Event::Apply(o) if is_right(&o) => {
+                self.now.insert(key(&o));
+            }
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                self.now.remove(&key(&o));
+            }
+            watcher::Event::Init => self.relist.clear(),
+            watcher::Event::InitApply(o) => {
+                if is_right(&o) {
+                    self.relist.insert(key(&o));
+                }
+            }
+            watcher::Event::InitDone => self.now = std::mem::take(&mut self.relist),
+        }
+    }
+}
+
+/// Follows one watch until `want` of its objects are right at once: when that was, from
+/// `start`. Watch errors are retried with kube's default backoff, never final.
+async fn first_all_right<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    is_right: impl Fn(&K) -> bool,
+    want: usize,
+    start: Instant,
+) -> Duration
+where
+    K: ResourceExt,
+{
+    let mut events = std::pin::pin!(events);
+    let mut right = RightKeys::default();
+    loop {
+        match events.next().await {
+            Some(Ok(event)) => right.apply(event, &is_right),
+            Some(Err(e)) => println!("(checker watch error, retrying: {e})"),
+            None => panic!("a watcher stream with backoff does not end"),
+        }
+        if right.now.len() >= want {
+            return start.elapsed();
+        }
+    }
+}
+
+/// When every quota, PDB and node TTL was first right, from `start` (`None`: not within
+/// `timeout` of `start`). One JSON watch per kind (node metadata only), each kept until its
+/// kind is all right, instead of polling lists, so the check costs the API server little
+/// beside what is measured.
 pub async fn converge(
     client: &Client,
     model: &Model,
     start: Instant,
     timeout: Duration,
 ) -> [Option<Duration>; 3] {
-    let want = [
+    let deadline = tokio::time::Instant::from_std(start + timeout);
+    let config = watcher::Config::default();
+    let quotas = first_all_right(
+        watcher(Api::<ResourceQuota>::all(client.clone()), config.clone()).default_backoff(),
+        |q: &ResourceQuota| in_model_namespace(q, |n, v| model.quota_right(n, v)),
         model.namespaces.len(),
+        start,
+    );
+    let pdbs = first_all_right(
+        watcher(
+            Api::<PodDisruptionBudget>::all(client.clone()),
+            config.clone(),
+        )
+        .default_backoff(),
+        |p: &PodDisruptionBudget| in_model_namespace(p, |n, v| model.pdb_right(n, v)),
         model.namespaces.len(),
+        start,
+    );
+    let ttl = expected_ttl(model.size.nodes);
+    let nodes = first_all_right(
+        watcher(Api::<PartialObjectMeta<Node>>::all(client.clone()), config).default_backoff(),
+        |n: &PartialObjectMeta<Node>| {
+            n.annotations().get(TTL_ANNOTATION).map(String::as_str) == Some(ttl)
+        },
         model.size.nodes,
-    ];
-    let mut done = [None; 3];
-    while start.elapsed() < timeout && done.iter().any(Option::is_none) {
-        let now = right(client, model).await;
-        for i in 0..3 {
-            if done[i].is_none() && now[i] >= want[i] {
-                done[i] = Some(start.elapsed());
-            }
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    done
+        start,
+    );
+    let (quotas, pdbs, nodes) = tokio::join!(
+        tokio::time::timeout_at(deadline, quotas),
+        tokio::time::timeout_at(deadline, pdbs),
+        tokio::time::timeout_at(deadline, nodes),
+    );
+    [quotas.ok(), pdbs.ok(), nodes.ok()]
+}
+
+/// Whether `object`, in namespace `ns-<n>` of the model, is `right` there as JSON.
+fn in_model_namespace<K>(object: &K, right: impl Fn(usize, &Value) -> bool) -> bool
+where
+    K: ResourceExt + serde::Serialize,
+{
+    object
+        .namespace()
+        .as_deref()
+        .and_then(ns_index)
+        .is_some_and(|n| right(n, &serde_json::to_value(object).unwrap_or_default()))
 }
 
 /// The scale bench's churn through the API: every tenth pod deleted and replaced (see
