@@ -1,11 +1,12 @@
 //! kcm's protobuf reading against the real kube-apiserver (v1.36, from `KUBEBUILDER_ASSETS`):
-//! pods and node metadata stored the same whether read in protobuf or in JSON, so the
+//! pods, node metadata, quotas and PDBs stored the same whether read in protobuf or in JSON, so the
 //! messages kcm declares match what the API server writes. Skipped without the assets.
 
 mod common;
 
 use common::{DEADLINE, envtest, eventually};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kcm::k8s::view::Pod as PodView;
 use kcm::runtime::metrics::Metrics;
 use kcm::runtime::protobuf::ContentType;
@@ -116,6 +117,146 @@ async fn pods_and_node_metadata_read_in_protobuf_equal_json_on_the_real_api_serv
     eventually("both stores follow the watch", DEADLINE, || async {
         stored(&protobuf, &namespace).0 == [live.clone()]
             && stored(&json, &namespace).0 == [live.clone()]
+    })
+    .await;
+}
+
+/// The quotas or PDBs of `namespace` one set of informers stores, sorted by name.
+fn stored_objects<K>(informers: &Informers, namespace: &str) -> Vec<K>
+where
+    K: kcm::runtime::watching::stored::Stored + kube::Resource,
+{
+    let mut objects: Vec<K> = informers
+        .get::<K>()
+        .store()
+        .state()
+        .iter()
+        .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
+        .map(|o| (**o).clone())
+        .collect();
+    objects.sort_by_key(|o| o.meta().name.clone());
+    objects
+}
+
+/// What a store keeps of a live object: everything but managedFields.
+fn without_managed_fields<K: kube::Resource>(mut object: K) -> K {
+    object.meta_mut().managed_fields = None;
+    object
+}
+
+#[tokio::test]
+async fn quotas_and_pdbs_read_in_protobuf_equal_json_on_the_real_api_server() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    let client = plane.client().await;
+    let namespace = plane.namespace(&client, "protobuf-status").await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &namespace);
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &namespace);
+    // Every metadata field a status PUT sends back, and every spec and status field.
+    let meta = |name: &str| {
+        json!({ "name": name, "labels": { "team": "shop" },
+            "annotations": { "kubectl.kubernetes.io/last-applied-configuration": "{\"x\":1}" },
+            "finalizers": ["example.com/keep"],
+            "ownerReferences": [{ "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                "uid": "00000000-0000-0000-0000-000000000001", "controller": true,
+                "blockOwnerDeletion": false }] })
+    };
+    let quota: ResourceQuota = serde_json::from_value(json!({ "metadata": meta("compute"),
+        "spec": { "hard": { "pods": "10", "requests.cpu": "1500m" },
+            "scopeSelector": { "matchExpressions": [
+                { "scopeName": "PriorityClass", "operator": "In", "values": ["high"] }] } } }))
+    .unwrap();
+    quotas.create(&PostParams::default(), &quota).await.unwrap();
+    let quota_status = json!({ "status": { "hard": { "pods": "10", "requests.cpu": "1500m" },
+        "used": { "pods": "0", "requests.cpu": "0" } } });
+    quotas
+        .patch_status(
+            "compute",
+            &PatchParams::default(),
+            &Patch::Merge(quota_status),
+        )
+        .await
+        .unwrap();
+    for (name, spec) in [
+        (
+            "web",
+            json!({ "maxUnavailable": "50%", "unhealthyPodEvictionPolicy": "AlwaysAllow",
+            "selector": { "matchExpressions": [{ "key": "app", "operator": "In", "values": ["web"] }] } }),
+        ),
+        (
+            "api",
+            json!({ "minAvailable": 2, "selector": { "matchLabels": { "app": "api" } } }),
+        ),
+    ] {
+        let pdb: PodDisruptionBudget =
+            serde_json::from_value(json!({ "metadata": meta(name), "spec": spec })).unwrap();
+        pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    }
+    let pdb_status = json!({ "status": { "observedGeneration": 1, "currentHealthy": 2,
+        "desiredHealthy": 1, "disruptionsAllowed": 0, "expectedPods": 3,
+        "disruptedPods": { "web-1": "2026-11-01T10:00:00Z" },
+        "conditions": [{ "type": "DisruptionAllowed", "status": "False", "observedGeneration": 1,
+            "lastTransitionTime": "2026-11-01T10:00:05Z", "reason": "InsufficientPods",
+            "message": "not enough" }] } });
+    pdbs.patch_status("web", &PatchParams::default(), &Patch::Merge(pdb_status))
+        .await
+        .unwrap();
+
+    let informers = |content_type| {
+        Informers::new(
+            client.clone(),
+            Metrics::new().unwrap(),
+            CancellationToken::new(),
+        )
+        .with_content_type(content_type)
+    };
+    let (protobuf, json) = (
+        informers(ContentType::Protobuf),
+        informers(ContentType::Json),
+    );
+    for informers in [&protobuf, &json] {
+        informers.get::<ResourceQuota>().wait_synced().await;
+        informers.get::<PodDisruptionBudget>().wait_synced().await;
+    }
+    let live = || async {
+        let quotas = quotas.list(&Default::default()).await.unwrap().items;
+        let mut pdbs = pdbs.list(&Default::default()).await.unwrap().items;
+        pdbs.sort_by_key(|p| p.metadata.name.clone());
+        (
+            quotas
+                .into_iter()
+                .map(without_managed_fields)
+                .collect::<Vec<_>>(),
+            pdbs.into_iter()
+                .map(without_managed_fields)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let both_stores_hold = |(quotas, pdbs): (Vec<ResourceQuota>, Vec<PodDisruptionBudget>)| {
+        [&protobuf, &json].into_iter().all(|informers| {
+            stored_objects::<ResourceQuota>(informers, &namespace) == quotas
+                && stored_objects::<PodDisruptionBudget>(informers, &namespace) == pdbs
+        })
+    };
+    let listed = live().await;
+    assert_eq!(listed.1.len(), 2);
+    eventually("both stores hold the live quota and PDBs", DEADLINE, || {
+        let listed = listed.clone();
+        async { both_stores_hold(listed) }
+    })
+    .await;
+    // A watch event: the PDB allows a disruption again.
+    let allowed = json!({ "status": { "disruptionsAllowed": 1, "disruptedPods": null,
+        "conditions": [{ "type": "DisruptionAllowed", "status": "True", "observedGeneration": 1,
+            "lastTransitionTime": "2026-11-01T10:01:00Z", "reason": "SufficientPods", "message": "" }] } });
+    pdbs.patch_status("web", &PatchParams::default(), &Patch::Merge(allowed))
+        .await
+        .unwrap();
+    let listed = live().await;
+    eventually("both stores follow the watch", DEADLINE, || {
+        let listed = listed.clone();
+        async { both_stores_hold(listed) }
     })
     .await;
 }

@@ -139,6 +139,8 @@ enum Ty {
     BytesMap,
     /// `map<string, Quantity>` (`ResourceList`).
     QuantityMap,
+    /// `map<string, Time>` (a PDB's `disruptedPods`).
+    TimeMap,
     IntOrString,
     Time,
     /// `FieldsV1` {raw = 1}: JSON text in protobuf, the object itself in JSON.
@@ -463,6 +465,7 @@ fn schema(message: &str) -> Option<&'static [F]> {
         ],
         "PodDisruptionBudgetStatus" => &[
             F(1, "observedGeneration", Int, NonZero),
+            F(2, "disruptedPods", TimeMap, NonZero),
             F(3, "currentHealthy", Int, Required),
             F(4, "desiredHealthy", Int, Required),
             F(5, "disruptionsAllowed", Int, Required),
@@ -632,7 +635,7 @@ fn message(name: &'static str, buf: &[u8]) -> Result<Value, CodecError> {
             (IntOrString, Wire::Bytes(b)) => int_or_string(b)?,
             (Time, Wire::Bytes(b)) => time(b)?,
             (RawJson, Wire::Bytes(b)) => raw_json(b)?,
-            (StrMap | BytesMap | QuantityMap, Wire::Bytes(b)) => {
+            (StrMap | BytesMap | QuantityMap | TimeMap, Wire::Bytes(b)) => {
                 let (k, v) = map_entry(ty, b)?;
                 if let Some(entries) = obj.entry(key).or_insert_with(|| json!({})).as_object_mut() {
                     entries.insert(k, v);
@@ -670,6 +673,7 @@ fn map_entry(ty: Ty, buf: &[u8]) -> Result<(String, Value), CodecError> {
                 value = match ty {
                     BytesMap => json!(BASE64.encode(b)),
                     QuantityMap => quantity(b)?,
+                    TimeMap => time(b)?,
                     _ => json!(utf8(b, "map value")?),
                 }
             }
@@ -837,7 +841,7 @@ fn put_zero(out: &mut Vec<u8>, number: u64, ty: Ty) {
         Int | Bool => put_varint(out, number, 0),
         Str | Msg(_) | Time => put_bytes(out, number, b""),
         IntOrString => put_bytes(out, number, &int_or_string_message(false, 0, "")),
-        StrMap | BytesMap | QuantityMap | RawJson => {}
+        StrMap | BytesMap | QuantityMap | TimeMap | RawJson => {}
     }
 }
 
@@ -855,15 +859,20 @@ fn put_value(
         Int => put_varint(out, number, value.as_i64().ok_or_else(invalid)? as u64),
         Bool => put_varint(out, number, u64::from(value.as_bool().ok_or_else(invalid)?)),
         Msg(inner) => put_bytes(out, number, &encode_message(inner, value, &[])?),
-        StrMap | BytesMap | QuantityMap => {
+        StrMap | BytesMap | QuantityMap | TimeMap => {
             let map = value.as_object().ok_or_else(invalid)?;
             // Go writes map entries sorted by key.
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
             for k in keys {
-                let text = map[k].as_str().ok_or_else(invalid)?;
                 let mut entry = Vec::new();
                 put_bytes(&mut entry, 1, k.as_bytes());
+                if let TimeMap = ty {
+                    put_bytes(&mut entry, 2, &time_message(&map[k]).ok_or_else(invalid)?);
+                    put_bytes(out, number, &entry);
+                    continue;
+                }
+                let text = map[k].as_str().ok_or_else(invalid)?;
                 match ty {
                     BytesMap => {
                         let bytes = BASE64.decode(text).map_err(|_| invalid())?;
@@ -889,15 +898,7 @@ fn put_value(
             };
             put_bytes(out, number, &message);
         }
-        Time => {
-            let text = value.as_str().ok_or_else(invalid)?;
-            let ts: jiff::Timestamp = text.parse().map_err(|_| invalid())?;
-            // `Timestamp` {seconds = 1, nanos = 2}, both always written.
-            let mut message = Vec::new();
-            put_varint(&mut message, 1, ts.as_second() as u64);
-            put_varint(&mut message, 2, i64::from(ts.subsec_nanosecond()) as u64);
-            put_bytes(out, number, &message);
-        }
+        Time => put_bytes(out, number, &time_message(value).ok_or_else(invalid)?),
         RawJson => {
             let mut message = Vec::new();
             put_bytes(&mut message, 1, value.to_string().as_bytes());
@@ -905,6 +906,16 @@ fn put_value(
         }
     }
     Ok(())
+}
+
+/// A `metav1.Time` from its RFC 3339 text: `Timestamp` {seconds = 1, nanos = 2}, both always
+/// written.
+fn time_message(value: &Value) -> Option<Vec<u8>> {
+    let ts: jiff::Timestamp = value.as_str()?.parse().ok()?;
+    let mut message = Vec::new();
+    put_varint(&mut message, 1, ts.as_second() as u64);
+    put_varint(&mut message, 2, i64::from(ts.subsec_nanosecond()) as u64);
+    Some(message)
 }
 
 /// `intstr.IntOrString` {type = 1, intVal = 2, strVal = 3}, all three always written.
@@ -1096,6 +1107,7 @@ mod tests {
                     "operator": "In", "values": ["web", "api"] }] },
                     "unhealthyPodEvictionPolicy": "AlwaysAllow" },
                 "status": { "observedGeneration": 3, "currentHealthy": 2, "desiredHealthy": 1,
+                    "disruptedPods": { "web-1": "2026-01-02T03:04:05Z", "web-0": "2026-01-02T03:04:07Z" },
                     "disruptionsAllowed": 1, "expectedPods": 3,
                     "conditions": [{ "type": "DisruptionAllowed", "status": "True", "observedGeneration": 3,
                         "lastTransitionTime": "2026-01-02T03:04:06Z", "reason": "SufficientPods",

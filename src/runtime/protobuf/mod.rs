@@ -27,7 +27,10 @@ use bytes::{Buf, Bytes, BytesMut};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use http_body_util::BodyExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement, ListMeta, ObjectMeta, OwnerReference, Time,
+};
 use kube::Client;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 use kube::client::Body;
@@ -38,6 +41,8 @@ use prost::Message;
 use serde::de::DeserializeOwned;
 
 pub mod pod;
+pub mod poddisruptionbudget;
+pub mod resourcequota;
 
 /// The media type of Kubernetes protobuf bodies.
 pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
@@ -276,7 +281,7 @@ pub(crate) struct OwnerReferencePb {
 
 /// A map's entries as Go's JSON has them: `None` when empty (omitempty), the last of a
 /// repeated key kept.
-fn string_map(entries: Vec<StringEntry>) -> Option<BTreeMap<String, String>> {
+pub(crate) fn string_map(entries: Vec<StringEntry>) -> Option<BTreeMap<String, String>> {
     (!entries.is_empty()).then(|| {
         entries
             .into_iter()
@@ -322,6 +327,80 @@ impl From<ObjectMetaPb> for ObjectMeta {
             uid: non_empty(meta.uid),
         }
     }
+}
+
+/// A `map<string, Quantity>` entry; a Quantity is a message holding its text.
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct QuantityEntry {
+    #[prost(string, optional, tag = "1")]
+    pub key: Option<String>,
+    #[prost(message, optional, tag = "2")]
+    pub value: Option<QuantityPb>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct QuantityPb {
+    #[prost(string, optional, tag = "1")]
+    pub string: Option<String>,
+}
+
+impl QuantityEntry {
+    /// The entry's name and quantity (a missing one read as the empty text Go would write).
+    pub fn into_pair(self) -> (String, Quantity) {
+        let quantity = self.value.and_then(|q| q.string).unwrap_or_default();
+        (self.key.unwrap_or_default(), Quantity(quantity))
+    }
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct LabelSelectorPb {
+    #[prost(message, repeated, tag = "1")]
+    match_labels: Vec<StringEntry>,
+    #[prost(message, repeated, tag = "2")]
+    match_expressions: Vec<LabelSelectorRequirementPb>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct LabelSelectorRequirementPb {
+    #[prost(string, optional, tag = "1")]
+    key: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    operator: Option<String>,
+    #[prost(string, repeated, tag = "3")]
+    values: Vec<String>,
+}
+
+impl From<LabelSelectorPb> for LabelSelector {
+    fn from(selector: LabelSelectorPb) -> Self {
+        LabelSelector {
+            match_expressions: omit_empty(selector.match_expressions).map(|exprs| {
+                exprs
+                    .into_iter()
+                    .map(|r| LabelSelectorRequirement {
+                        key: r.key.unwrap_or_default(),
+                        operator: r.operator.unwrap_or_default(),
+                        values: omit_empty(r.values),
+                    })
+                    .collect()
+            }),
+            match_labels: string_map(selector.match_labels),
+        }
+    }
+}
+
+/// A `metav1.Time`: Go writes a zero time as an empty message, and its JSON as null; only
+/// seconds are kept, as in JSON.
+pub(crate) fn time_of(time: Option<TimePb>) -> Option<Time> {
+    let seconds = time?.seconds?;
+    Some(Time::from(TimePb {
+        seconds: Some(seconds),
+        nanos: None,
+    }))
+}
+
+/// A repeated field as Go's JSON writes it: left out when empty (`omitempty`).
+pub(crate) fn omit_empty<T>(list: Vec<T>) -> Option<Vec<T>> {
+    (!list.is_empty()).then_some(list)
 }
 
 #[derive(Clone, PartialEq, Message)]

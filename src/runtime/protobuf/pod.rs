@@ -8,12 +8,12 @@
 //! when empty, a zero time (written as an empty message) is `None`.
 
 use k8s_openapi::api::core::v1 as core;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use prost::Message;
 
-use super::{ACCEPT, OwnerReferencePb, StringEntry, TimePb, Wire, non_empty, string_map};
+use super::{
+    ACCEPT, LabelSelectorPb, OwnerReferencePb, QuantityEntry, StringEntry, TimePb, Wire, non_empty,
+    omit_empty, time_of,
+};
 use crate::k8s::intern::intern;
 use crate::k8s::view::{self, Labels, OwnerRef, PodMeta, ResourceMap, shared};
 
@@ -98,21 +98,6 @@ struct ResourcesPb {
     requests: Vec<QuantityEntry>,
 }
 
-/// A `map<string, Quantity>` entry; a Quantity is a message holding its text.
-#[derive(Clone, PartialEq, Message)]
-struct QuantityEntry {
-    #[prost(string, optional, tag = "1")]
-    key: Option<String>,
-    #[prost(message, optional, tag = "2")]
-    value: Option<QuantityPb>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct QuantityPb {
-    #[prost(string, optional, tag = "1")]
-    string: Option<String>,
-}
-
 #[derive(Clone, PartialEq, Message)]
 struct AffinityPb {
     #[prost(message, optional, tag = "2")]
@@ -152,24 +137,6 @@ struct WeightedPodAffinityTermPb {
     weight: Option<i32>,
     #[prost(message, optional, tag = "2")]
     term: Option<PodAffinityTermPb>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct LabelSelectorPb {
-    #[prost(message, repeated, tag = "1")]
-    match_labels: Vec<StringEntry>,
-    #[prost(message, repeated, tag = "2")]
-    match_expressions: Vec<LabelSelectorRequirementPb>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct LabelSelectorRequirementPb {
-    #[prost(string, optional, tag = "1")]
-    key: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    operator: Option<String>,
-    #[prost(string, repeated, tag = "3")]
-    values: Vec<String>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -254,30 +221,8 @@ struct ExtendedResourceRequestPb {
     request_name: Option<String>,
 }
 
-/// A `metav1.Time`: Go writes a zero time as an empty message, and its JSON as null; only
-/// seconds are kept, as in JSON.
-pub(super) fn time_of(time: Option<TimePb>) -> Option<Time> {
-    let seconds = time?.seconds?;
-    Some(Time::from(TimePb {
-        seconds: Some(seconds),
-        nanos: None,
-    }))
-}
-
-fn list<T>(list: Vec<T>) -> Option<Vec<T>> {
-    (!list.is_empty()).then_some(list)
-}
-
 fn resource_map(entries: Vec<QuantityEntry>) -> Option<ResourceMap> {
-    (!entries.is_empty()).then(|| {
-        entries
-            .into_iter()
-            .map(|e| {
-                let quantity = e.value.and_then(|q| q.string).unwrap_or_default();
-                (e.key.unwrap_or_default(), Quantity(quantity))
-            })
-            .collect()
-    })
+    (!entries.is_empty()).then(|| entries.into_iter().map(QuantityEntry::into_pair).collect())
 }
 
 impl From<ResourcesPb> for view::ResourceRequirements {
@@ -299,32 +244,14 @@ impl From<ContainerPb> for view::Container {
     }
 }
 
-impl From<LabelSelectorPb> for meta::LabelSelector {
-    fn from(selector: LabelSelectorPb) -> Self {
-        meta::LabelSelector {
-            match_expressions: list(selector.match_expressions).map(|exprs| {
-                exprs
-                    .into_iter()
-                    .map(|r| meta::LabelSelectorRequirement {
-                        key: r.key.unwrap_or_default(),
-                        operator: r.operator.unwrap_or_default(),
-                        values: list(r.values),
-                    })
-                    .collect()
-            }),
-            match_labels: string_map(selector.match_labels),
-        }
-    }
-}
-
 impl From<PodAffinityTermPb> for core::PodAffinityTerm {
     fn from(term: PodAffinityTermPb) -> Self {
         core::PodAffinityTerm {
             label_selector: term.label_selector.map(Into::into),
-            match_label_keys: list(term.match_label_keys),
-            mismatch_label_keys: list(term.mismatch_label_keys),
+            match_label_keys: omit_empty(term.match_label_keys),
+            mismatch_label_keys: omit_empty(term.mismatch_label_keys),
             namespace_selector: term.namespace_selector.map(Into::into),
-            namespaces: list(term.namespaces),
+            namespaces: omit_empty(term.namespaces),
             topology_key: term.topology_key.unwrap_or_default(),
         }
     }
@@ -344,7 +271,10 @@ fn terms(affinity: PodAffinityPb) -> Terms {
             weight: w.weight.unwrap_or_default(),
         });
     let required = affinity.required.into_iter().map(Into::into);
-    (list(preferred.collect()), list(required.collect()))
+    (
+        omit_empty(preferred.collect()),
+        omit_empty(required.collect()),
+    )
 }
 
 impl From<AffinityPb> for view::Affinity {
@@ -376,11 +306,11 @@ impl From<PodSpecPb> for view::PodSpec {
             active_deadline_seconds: spec.active_deadline_seconds,
             affinity: spec.affinity.map(|a| Box::new(a.into())),
             containers: containers(spec.containers),
-            init_containers: list(spec.init_containers).map(containers),
+            init_containers: omit_empty(spec.init_containers).map(containers),
             node_name: non_empty(spec.node_name).map(|n| intern(&n)),
             overhead: resource_map(spec.overhead),
             priority_class_name: non_empty(spec.priority_class_name).map(|n| intern(&n)),
-            resource_claims: list(spec.resource_claims).map(|claims| {
+            resource_claims: omit_empty(spec.resource_claims).map(|claims| {
                 Box::new(
                     claims
                         .into_iter()
@@ -417,7 +347,7 @@ impl From<PodStatusPb> for view::PodStatus {
         let statuses =
             |list: Vec<ContainerStatusPb>| shared(list.into_iter().map(Into::into).collect());
         view::PodStatus {
-            conditions: list(status.conditions).map(|conditions| {
+            conditions: omit_empty(status.conditions).map(|conditions| {
                 conditions
                     .into_iter()
                     .filter(|c| view::is_kept_condition(c.r#type.as_deref().unwrap_or_default()))
@@ -429,7 +359,7 @@ impl From<PodStatusPb> for view::PodStatus {
                     })
                     .collect()
             }),
-            container_statuses: list(status.container_statuses).map(statuses),
+            container_statuses: omit_empty(status.container_statuses).map(statuses),
             extended_resource_claim_status: status.extended_resource_claim_status.map(|s| {
                 Box::new(core::PodExtendedResourceClaimStatus {
                     request_mappings: s
@@ -444,10 +374,10 @@ impl From<PodStatusPb> for view::PodStatus {
                     resource_claim_name: s.resource_claim_name.unwrap_or_default(),
                 })
             }),
-            init_container_statuses: list(status.init_container_statuses).map(statuses),
+            init_container_statuses: omit_empty(status.init_container_statuses).map(statuses),
             phase: non_empty(status.phase).map(|p| intern(&p)),
             qos_class: non_empty(status.qos_class).map(|q| intern(&q)),
-            resource_claim_statuses: list(status.resource_claim_statuses).map(|claims| {
+            resource_claim_statuses: omit_empty(status.resource_claim_statuses).map(|claims| {
                 claims
                     .into_iter()
                     .map(|c| core::PodResourceClaimStatus {

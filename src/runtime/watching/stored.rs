@@ -41,8 +41,8 @@ pub trait Stored: Clone + Debug + Send + Sync + 'static {
     fn from_watched(watched: Self::Watched) -> Self;
 
     /// How the watched type is read in protobuf; `None`: always in JSON. Given for the types
-    /// kcm keeps many of (pods, nodes), whose watch events are most of what the API server
-    /// encodes for it.
+    /// kcm keeps many of (pods, nodes) and those whose status it writes (quotas, PDBs), whose
+    /// watch events are most of what the API server encodes for it.
     fn protobuf() -> Option<Wire<Self::Watched>> {
         None
     }
@@ -165,12 +165,20 @@ impl Shaped for PodDisruptionBudget {
     fn shape(&mut self) {
         trim_managed_fields(self);
     }
+
+    fn protobuf() -> Option<Wire<Self>> {
+        Some(protobuf::poddisruptionbudget::wire())
+    }
 }
 
 /// See [`PodDisruptionBudget`]'s.
 impl Shaped for ResourceQuota {
     fn shape(&mut self) {
         trim_managed_fields(self);
+    }
+
+    fn protobuf() -> Option<Wire<Self>> {
+        Some(protobuf::resourcequota::wire())
     }
 }
 impl Shaped for Service {}

@@ -1,0 +1,101 @@
+//! A ResourceQuota's protobuf message read into the k8s-openapi object the quota store keeps
+//! (`core/v1` `generated.proto` of v1.36). The whole object is read, metadata included: kcm
+//! writes a quota's status back with a PUT of the object, and the API server takes its labels
+//! and annotations from that body.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    ResourceQuota, ResourceQuotaSpec, ResourceQuotaStatus, ScopeSelector,
+    ScopedResourceSelectorRequirement,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use prost::Message;
+
+use super::{ACCEPT, ObjectMetaPb, QuantityEntry, Wire, omit_empty};
+
+/// ResourceQuotas in protobuf.
+pub fn wire() -> Wire<ResourceQuota> {
+    Wire {
+        list_accept: ACCEPT,
+        watch_accept: ACCEPT,
+        decode: |raw| Ok(ResourceQuotaPb::decode(raw)?.into()),
+    }
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ResourceQuotaPb {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<ObjectMetaPb>,
+    #[prost(message, optional, tag = "2")]
+    spec: Option<SpecPb>,
+    #[prost(message, optional, tag = "3")]
+    status: Option<StatusPb>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct SpecPb {
+    #[prost(message, repeated, tag = "1")]
+    hard: Vec<QuantityEntry>,
+    #[prost(string, repeated, tag = "2")]
+    scopes: Vec<String>,
+    #[prost(message, optional, tag = "3")]
+    scope_selector: Option<ScopeSelectorPb>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ScopeSelectorPb {
+    #[prost(message, repeated, tag = "1")]
+    match_expressions: Vec<ScopeRequirementPb>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ScopeRequirementPb {
+    #[prost(string, optional, tag = "1")]
+    scope_name: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    operator: Option<String>,
+    #[prost(string, repeated, tag = "3")]
+    values: Vec<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct StatusPb {
+    #[prost(message, repeated, tag = "1")]
+    hard: Vec<QuantityEntry>,
+    #[prost(message, repeated, tag = "2")]
+    used: Vec<QuantityEntry>,
+}
+
+/// A `ResourceList` as Go's JSON writes it: left out when empty.
+fn quantities(entries: Vec<QuantityEntry>) -> Option<BTreeMap<String, Quantity>> {
+    (!entries.is_empty()).then(|| entries.into_iter().map(QuantityEntry::into_pair).collect())
+}
+
+impl From<ResourceQuotaPb> for ResourceQuota {
+    fn from(quota: ResourceQuotaPb) -> Self {
+        ResourceQuota {
+            metadata: quota.metadata.unwrap_or_default().into(),
+            spec: quota.spec.map(|spec| ResourceQuotaSpec {
+                hard: quantities(spec.hard),
+                scopes: omit_empty(spec.scopes),
+                scope_selector: spec.scope_selector.map(|selector| ScopeSelector {
+                    match_expressions: omit_empty(selector.match_expressions).map(|exprs| {
+                        exprs
+                            .into_iter()
+                            .map(|r| ScopedResourceSelectorRequirement {
+                                scope_name: r.scope_name.unwrap_or_default(),
+                                operator: r.operator.unwrap_or_default(),
+                                values: omit_empty(r.values),
+                            })
+                            .collect()
+                    }),
+                }),
+            }),
+            status: quota.status.map(|status| ResourceQuotaStatus {
+                hard: quantities(status.hard),
+                used: quantities(status.used),
+            }),
+        }
+    }
+}
