@@ -12,6 +12,7 @@ use kcm::runtime::metrics::Metrics;
 use kcm::runtime::protobuf::ContentType;
 use kcm::runtime::watching::informer::Informers;
 use kcm::runtime::watching::stored::NodeMeta;
+use kcm::runtime::writing::writer::ApiWriter;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -259,4 +260,81 @@ async fn quotas_and_pdbs_read_in_protobuf_equal_json_on_the_real_api_server() {
         async { both_stores_hold(listed) }
     })
     .await;
+}
+
+/// The live object as a status write must leave it, less what the server moves on every write.
+fn comparable<K: kube::Resource + serde::Serialize>(object: &K) -> serde_json::Value {
+    let mut value = serde_json::to_value(object).unwrap();
+    let meta = value["metadata"].as_object_mut().unwrap();
+    for moved in ["resourceVersion", "managedFields"] {
+        meta.remove(moved);
+    }
+    value
+}
+
+#[tokio::test]
+async fn quota_and_pdb_status_written_in_protobuf_equal_json_on_the_real_api_server() {
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    let client = plane.client().await;
+    let namespace = plane.namespace(&client, "protobuf-write").await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &namespace);
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &namespace);
+    let meta = |name: &str| {
+        json!({ "name": name, "labels": { "team": "shop" },
+            "annotations": { "kubectl.kubernetes.io/last-applied-configuration": "{\"x\":1}" },
+            "finalizers": ["example.com/keep"],
+            "ownerReferences": [{ "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                "uid": "00000000-0000-0000-0000-000000000001", "controller": true }] })
+    };
+    // One object per encoding, written the same way.
+    for (content, suffix) in [(ContentType::Protobuf, "pb"), (ContentType::Json, "json")] {
+        let writer = ApiWriter::new("test", Metrics::new().unwrap(), false, content);
+        let name = format!("compute-{suffix}");
+        let quota: ResourceQuota = serde_json::from_value(json!({ "metadata": meta(&name),
+            "spec": { "hard": { "pods": "10", "requests.cpu": "1500m" }, "scopes": ["NotBestEffort"] } }))
+        .unwrap();
+        let live = quotas.create(&PostParams::default(), &quota).await.unwrap();
+        let mut desired = without_managed_fields(live.clone());
+        desired.status = serde_json::from_value(json!({
+            "hard": { "pods": "10", "requests.cpu": "1500m" },
+            "used": { "pods": "2", "requests.cpu": "250m" } }))
+        .unwrap();
+        let written = writer
+            .replace_status(&quotas, &live, desired.clone())
+            .await
+            .unwrap();
+        let stored = quotas.get(&name).await.unwrap();
+        assert_eq!(
+            written.metadata.resource_version,
+            stored.metadata.resource_version
+        );
+        assert_eq!(comparable(&stored), comparable(&desired), "{suffix}: quota");
+
+        let name = format!("web-{suffix}");
+        let pdb: PodDisruptionBudget = serde_json::from_value(json!({ "metadata": meta(&name),
+            "spec": { "maxUnavailable": "50%", "unhealthyPodEvictionPolicy": "AlwaysAllow",
+                "selector": { "matchExpressions": [{ "key": "app", "operator": "In", "values": ["web"] }] } } }))
+        .unwrap();
+        let live = pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+        let mut desired = without_managed_fields(live.clone());
+        desired.status = serde_json::from_value(json!({ "observedGeneration": 1,
+            "currentHealthy": 2, "desiredHealthy": 1, "disruptionsAllowed": 0, "expectedPods": 3,
+            "disruptedPods": { "web-1": "2026-11-01T10:00:00Z" },
+            "conditions": [{ "type": "DisruptionAllowed", "status": "False", "observedGeneration": 1,
+                "lastTransitionTime": "2026-11-01T10:00:05Z", "reason": "InsufficientPods",
+                "message": "" }] }))
+        .unwrap();
+        let written = writer
+            .replace_status(&pdbs, &live, desired.clone())
+            .await
+            .unwrap();
+        let stored = pdbs.get(&name).await.unwrap();
+        assert_eq!(
+            written.metadata.resource_version,
+            stored.metadata.resource_version
+        );
+        assert_eq!(comparable(&stored), comparable(&desired), "{suffix}: PDB");
+    }
 }

@@ -1,7 +1,9 @@
 //! Kubernetes' protobuf encoding (`application/vnd.kubernetes.protobuf`) for the lists and
-//! watches of the built-in types kcm keeps most of: pods and node metadata. It is what
+//! watches of the built-in types kcm keeps most of or writes most: pods, node metadata,
+//! ResourceQuotas and PodDisruptionBudgets, and for the status PUTs of the last two. It is what
 //! kube-controller-manager speaks by default (`--kube-api-content-type`), and it is cheaper for
-//! the API server, which encodes every watch event kcm receives, and for kcm, which decodes it.
+//! the API server, which encodes every watch event kcm receives and decodes every body kcm
+//! sends, and for kcm. Node patches stay JSON (a patch has no protobuf form), as upstream's.
 //!
 //! Every request asks for `application/vnd.kubernetes.protobuf, application/json`, as client-go
 //! does, and the answer is decoded by the `Content-Type` it comes with: a server (or an
@@ -27,16 +29,19 @@ use bytes::{Buf, Bytes, BytesMut};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use http_body_util::BodyExt;
+use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ListMeta, ObjectMeta, OwnerReference, Time,
 };
-use kube::Client;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 use kube::client::Body;
 use kube::core::response::{StatusCause, StatusDetails, StatusSummary};
 use kube::core::watch::{Bookmark, BookmarkMeta};
 use kube::core::{ObjectList, PartialObjectMeta, Status, TypeMeta};
+use kube::{Client, Resource};
 use prost::Message;
 use serde::de::DeserializeOwned;
 
@@ -133,11 +138,54 @@ pub fn metadata<K>() -> Wire<PartialObjectMeta<K>> {
 
 #[derive(Clone, PartialEq, Message)]
 struct Unknown {
+    #[prost(message, optional, tag = "1")]
+    type_meta: Option<TypeMetaPb>,
     #[prost(bytes = "bytes", optional, tag = "2")]
     raw: Option<Bytes>,
     #[prost(string, optional, tag = "3")]
     content_encoding: Option<String>,
+    #[prost(string, optional, tag = "4")]
+    content_type: Option<String>,
 }
+
+#[derive(Clone, PartialEq, Message)]
+struct TypeMetaPb {
+    #[prost(string, optional, tag = "1")]
+    api_version: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    kind: Option<String>,
+}
+
+/// A request body: the object's message `raw` in its envelope, as client-go sends it.
+fn envelope<K: Resource<DynamicType = ()>>(raw: Vec<u8>) -> Vec<u8> {
+    let unknown = Unknown {
+        type_meta: Some(TypeMetaPb {
+            api_version: Some(K::api_version(&()).into_owned()),
+            kind: Some(K::kind(&()).into_owned()),
+        }),
+        raw: Some(raw.into()),
+        content_encoding: Some(String::new()),
+        content_type: Some(String::new()),
+    };
+    let mut body = MAGIC.to_vec();
+    unknown
+        .encode(&mut body)
+        .expect("a Vec grows to hold any message");
+    body
+}
+
+/// How an object kcm writes whole (a status PUT) is sent in protobuf. `None`, the default: in
+/// JSON, for the types whose messages are not declared here.
+pub trait ProtobufBody {
+    /// The request body, envelope included.
+    fn protobuf_body(&self) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+impl ProtobufBody for Pod {}
+impl ProtobufBody for ResourceClaim {}
+impl ProtobufBody for StorageVersion {}
 
 /// Any list: its metadata and its items' messages, decoded later by the item's type.
 #[derive(Clone, PartialEq, Message)]
@@ -295,6 +343,77 @@ fn non_empty(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.is_empty())
 }
 
+/// A `map<string, string>` as its entries, in key order as Go writes them.
+fn entries(map: &Option<BTreeMap<String, String>>) -> Vec<StringEntry> {
+    map.iter()
+        .flatten()
+        .map(|(key, value)| StringEntry {
+            key: Some(key.clone()),
+            value: Some(value.clone()),
+        })
+        .collect()
+}
+
+impl From<&Time> for TimePb {
+    /// Seconds only: Go's `metav1.Time` writes no nanoseconds, as its JSON keeps none.
+    fn from(time: &Time) -> Self {
+        TimePb {
+            seconds: Some(time.0.as_second()),
+            nanos: None,
+        }
+    }
+}
+
+/// Every field a stored object keeps: a status PUT of a quota or PDB sets its labels,
+/// annotations, owners and finalizers from the body (managedFields left out keep the server's).
+impl From<&ObjectMeta> for ObjectMetaPb {
+    fn from(meta: &ObjectMeta) -> Self {
+        let ObjectMeta {
+            annotations,
+            creation_timestamp,
+            deletion_grace_period_seconds,
+            deletion_timestamp,
+            finalizers,
+            generate_name,
+            generation,
+            labels,
+            managed_fields: _,
+            name,
+            namespace,
+            owner_references,
+            resource_version,
+            self_link: _,
+            uid,
+        } = meta;
+        ObjectMetaPb {
+            name: name.clone(),
+            generate_name: generate_name.clone(),
+            namespace: namespace.clone(),
+            uid: uid.clone(),
+            resource_version: resource_version.clone(),
+            generation: *generation,
+            creation_timestamp: creation_timestamp.as_ref().map(TimePb::from),
+            deletion_timestamp: deletion_timestamp.as_ref().map(TimePb::from),
+            deletion_grace_period_seconds: *deletion_grace_period_seconds,
+            labels: entries(labels),
+            annotations: entries(annotations),
+            owner_references: owner_references
+                .iter()
+                .flatten()
+                .map(|r| OwnerReferencePb {
+                    kind: Some(r.kind.clone()),
+                    name: Some(r.name.clone()),
+                    uid: Some(r.uid.clone()),
+                    api_version: Some(r.api_version.clone()),
+                    controller: r.controller,
+                    block_owner_deletion: r.block_owner_deletion,
+                })
+                .collect(),
+            finalizers: finalizers.clone().unwrap_or_default(),
+        }
+    }
+}
+
 impl From<ObjectMetaPb> for ObjectMeta {
     fn from(meta: ObjectMetaPb) -> Self {
         ObjectMeta {
@@ -368,6 +487,35 @@ struct LabelSelectorRequirementPb {
     operator: Option<String>,
     #[prost(string, repeated, tag = "3")]
     values: Vec<String>,
+}
+
+impl From<(&String, &Quantity)> for QuantityEntry {
+    fn from((name, quantity): (&String, &Quantity)) -> Self {
+        QuantityEntry {
+            key: Some(name.clone()),
+            value: Some(QuantityPb {
+                string: Some(quantity.0.clone()),
+            }),
+        }
+    }
+}
+
+impl From<&LabelSelector> for LabelSelectorPb {
+    fn from(selector: &LabelSelector) -> Self {
+        LabelSelectorPb {
+            match_labels: entries(&selector.match_labels),
+            match_expressions: selector
+                .match_expressions
+                .iter()
+                .flatten()
+                .map(|r| LabelSelectorRequirementPb {
+                    key: Some(r.key.clone()),
+                    operator: Some(r.operator.clone()),
+                    values: r.values.clone().unwrap_or_default(),
+                })
+                .collect(),
+        }
+    }
 }
 
 impl From<LabelSelectorPb> for LabelSelector {
@@ -832,8 +980,8 @@ mod tests {
 
     #[test]
     fn a_zero_time_is_none_and_a_time_keeps_its_seconds() {
-        assert_eq!(pod::time_of(Some(TimePb::default())), None);
-        let time = pod::time_of(Some(TimePb {
+        assert_eq!(time_of(Some(TimePb::default())), None);
+        let time = time_of(Some(TimePb {
             seconds: Some(1_762_000_000),
             nanos: Some(5),
         }));

@@ -1,7 +1,7 @@
-//! A PodDisruptionBudget's protobuf message read into the k8s-openapi object the PDB store
-//! keeps (`policy/v1` and `meta/v1` `generated.proto` of v1.36). The whole object is read,
-//! metadata included: kcm writes a PDB's status back with a PUT of the object, and the API
-//! server takes its labels and annotations from that body.
+//! A PodDisruptionBudget's protobuf message, read into the k8s-openapi object the PDB store
+//! keeps and written from it for status PUTs (`policy/v1` and `meta/v1` `generated.proto` of
+//! v1.36). The whole object is read and written, metadata included: the API server takes a
+//! PDB's labels and annotations from a status PUT's body.
 
 use k8s_openapi::api::policy::v1::{
     PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
@@ -10,7 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use prost::Message;
 
-use super::{ACCEPT, LabelSelectorPb, ObjectMetaPb, TimePb, Wire, omit_empty, time_of};
+use super::{
+    ACCEPT, LabelSelectorPb, ObjectMetaPb, ProtobufBody, TimePb, Wire, envelope, omit_empty,
+    time_of,
+};
 
 /// PodDisruptionBudgets in protobuf.
 pub fn wire() -> Wire<PodDisruptionBudget> {
@@ -110,7 +113,7 @@ impl From<IntOrStringPb> for IntOrString {
 /// A time Go's JSON would have written as null, read as the epoch: the one field of a
 /// condition that cannot be left out.
 fn required_time(time: Option<TimePb>) -> Time {
-    time_of(time).unwrap_or_else(|| Time(jiff::Timestamp::UNIX_EPOCH))
+    time_of(time).unwrap_or(Time(jiff::Timestamp::UNIX_EPOCH))
 }
 
 impl From<PodDisruptionBudgetPb> for PodDisruptionBudget {
@@ -151,5 +154,88 @@ impl From<PodDisruptionBudgetPb> for PodDisruptionBudget {
                 }),
             }),
         }
+    }
+}
+
+impl From<&IntOrString> for IntOrStringPb {
+    fn from(value: &IntOrString) -> Self {
+        match value {
+            IntOrString::Int(n) => IntOrStringPb {
+                r#type: Some(0),
+                int_val: Some(*n),
+                str_val: None,
+            },
+            IntOrString::String(text) => IntOrStringPb {
+                r#type: Some(1),
+                int_val: None,
+                str_val: Some(text.clone()),
+            },
+        }
+    }
+}
+
+impl ProtobufBody for PodDisruptionBudget {
+    fn protobuf_body(&self) -> Option<Vec<u8>> {
+        let PodDisruptionBudget {
+            metadata,
+            spec,
+            status,
+        } = self;
+        let message = PodDisruptionBudgetPb {
+            metadata: Some(metadata.into()),
+            spec: spec.as_ref().map(|spec| {
+                let PodDisruptionBudgetSpec {
+                    max_unavailable,
+                    min_available,
+                    selector,
+                    unhealthy_pod_eviction_policy,
+                } = spec;
+                SpecPb {
+                    min_available: min_available.as_ref().map(Into::into),
+                    selector: selector.as_ref().map(Into::into),
+                    max_unavailable: max_unavailable.as_ref().map(Into::into),
+                    unhealthy_pod_eviction_policy: unhealthy_pod_eviction_policy.clone(),
+                }
+            }),
+            status: status.as_ref().map(|status| {
+                let PodDisruptionBudgetStatus {
+                    conditions,
+                    current_healthy,
+                    desired_healthy,
+                    disrupted_pods,
+                    disruptions_allowed,
+                    expected_pods,
+                    observed_generation,
+                } = status;
+                StatusPb {
+                    observed_generation: *observed_generation,
+                    disrupted_pods: disrupted_pods
+                        .iter()
+                        .flatten()
+                        .map(|(pod, time)| TimeEntry {
+                            key: Some(pod.clone()),
+                            value: Some(time.into()),
+                        })
+                        .collect(),
+                    disruptions_allowed: *disruptions_allowed,
+                    current_healthy: *current_healthy,
+                    desired_healthy: *desired_healthy,
+                    expected_pods: *expected_pods,
+                    conditions: conditions
+                        .iter()
+                        .flatten()
+                        .map(|c| ConditionPb {
+                            r#type: Some(c.type_.clone()),
+                            status: Some(c.status.clone()),
+                            observed_generation: c.observed_generation,
+                            last_transition_time: Some((&c.last_transition_time).into()),
+                            reason: Some(c.reason.clone()),
+                            message: Some(c.message.clone()),
+                        })
+                        .collect(),
+                }
+            }),
+        };
+        Some(envelope::<PodDisruptionBudget>(message.encode_to_vec()))
     }
 }

@@ -1,7 +1,7 @@
-//! A ResourceQuota's protobuf message read into the k8s-openapi object the quota store keeps
-//! (`core/v1` `generated.proto` of v1.36). The whole object is read, metadata included: kcm
-//! writes a quota's status back with a PUT of the object, and the API server takes its labels
-//! and annotations from that body.
+//! A ResourceQuota's protobuf message, read into the k8s-openapi object the quota store keeps
+//! and written from it for status PUTs (`core/v1` `generated.proto` of v1.36). The whole
+//! object is read and written, metadata included: the API server takes a quota's labels and
+//! annotations from a status PUT's body.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use prost::Message;
 
-use super::{ACCEPT, ObjectMetaPb, QuantityEntry, Wire, omit_empty};
+use super::{ACCEPT, ObjectMetaPb, ProtobufBody, QuantityEntry, Wire, envelope, omit_empty};
 
 /// ResourceQuotas in protobuf.
 pub fn wire() -> Wire<ResourceQuota> {
@@ -97,5 +97,49 @@ impl From<ResourceQuotaPb> for ResourceQuota {
                 used: quantities(status.used),
             }),
         }
+    }
+}
+
+impl ProtobufBody for ResourceQuota {
+    fn protobuf_body(&self) -> Option<Vec<u8>> {
+        let ResourceQuota {
+            metadata,
+            spec,
+            status,
+        } = self;
+        let message = ResourceQuotaPb {
+            metadata: Some(metadata.into()),
+            spec: spec.as_ref().map(|spec| {
+                let ResourceQuotaSpec {
+                    hard,
+                    scope_selector,
+                    scopes,
+                } = spec;
+                SpecPb {
+                    hard: hard.iter().flatten().map(Into::into).collect(),
+                    scopes: scopes.clone().unwrap_or_default(),
+                    scope_selector: scope_selector.as_ref().map(|selector| ScopeSelectorPb {
+                        match_expressions: selector
+                            .match_expressions
+                            .iter()
+                            .flatten()
+                            .map(|r| ScopeRequirementPb {
+                                scope_name: Some(r.scope_name.clone()),
+                                operator: Some(r.operator.clone()),
+                                values: r.values.clone().unwrap_or_default(),
+                            })
+                            .collect(),
+                    }),
+                }
+            }),
+            status: status.as_ref().map(|status| {
+                let ResourceQuotaStatus { hard, used } = status;
+                StatusPb {
+                    hard: hard.iter().flatten().map(Into::into).collect(),
+                    used: used.iter().flatten().map(Into::into).collect(),
+                }
+            }),
+        };
+        Some(envelope::<ResourceQuota>(message.encode_to_vec()))
     }
 }

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::runtime::metrics::Metrics;
-use crate::runtime::protobuf::{self, ContentType};
+use crate::runtime::protobuf::{self, ContentType, ProtobufBody};
 
 /// The upstream issue a decision of kcm's departs from upstream for (`kubernetes#130723`):
 /// a write made because of it is one upstream would not make, and shadow mode says so.
@@ -201,13 +201,15 @@ impl ApiWriter {
         self.run(Verb::Update, &resource, write).await
     }
 
-    /// `UpdateStatus`: only `.status` of `desired` is taken by the server. Returns `desired`
+    /// `UpdateStatus`: only `.status` of `desired` is taken by the server (and, for quotas and
+    /// PDBs, its metadata), sent in protobuf where its type has a [`ProtobufBody`] and the
+    /// content type is protobuf, else in JSON. Returns `desired`
     /// as written: with the resourceVersion the server gave it, the one field of the answer
     /// read (the server keeps the rest as sent, or as it was outside the status), so the
     /// answer is asked for as metadata alone ([`protobuf::write`]).
     pub async fn replace_status<K>(&self, api: &Api<K>, live: &K, mut desired: K) -> kube::Result<K>
     where
-        K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug,
+        K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Debug + ProtobufBody,
     {
         let resource = Self::resource::<K>(Part::Status.subresource());
         let name = desired.name_any();
@@ -216,10 +218,24 @@ impl ApiWriter {
             return Ok(desired);
         }
         let write = async {
-            let body = serde_json::to_vec(&desired).map_err(kube::Error::SerdeError)?;
-            let request = kube::core::Request::new(api.resource_url())
+            let protobuf_body = match self.content {
+                ContentType::Protobuf => desired.protobuf_body(),
+                ContentType::Json => None,
+            };
+            let (body, content_type) = match protobuf_body {
+                Some(body) => (body, protobuf::PROTOBUF),
+                None => (
+                    serde_json::to_vec(&desired).map_err(kube::Error::SerdeError)?,
+                    "application/json",
+                ),
+            };
+            let mut request = kube::core::Request::new(api.resource_url())
                 .replace_subresource("status", &name, &PostParams::default(), body)
                 .map_err(kube::Error::BuildRequest)?;
+            request.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static(content_type),
+            );
             protobuf::write(&api.clone().into_client(), request, self.content).await
         };
         desired.meta_mut().resource_version = self.run(Verb::Update, &resource, write).await?;
