@@ -77,7 +77,8 @@ pub struct Options {
     /// Answer gets, lists and watches in protobuf to clients that ask for it first
     /// (client-go's and kcm's `application/vnd.kubernetes.protobuf, application/json`), for
     /// the kinds the codec writes (pods among them) and metadata-only requests, as the API
-    /// server does. Off, they get JSON, as from a server (or aggregated API) without protobuf.
+    /// server does (on by default, as there). Off, they get JSON, as from a server (or
+    /// aggregated API) without protobuf.
     /// A watch event the codec cannot write ends its watch with an ERROR event saying so.
     pub protobuf: bool,
 }
@@ -92,7 +93,7 @@ impl Default for Options {
             pod_groups: false,
             tls: false,
             watch_list: true,
-            protobuf: false,
+            protobuf: true,
         }
     }
 }

@@ -41,9 +41,15 @@ async fn request(
     (status, head, raw[split + 4..].to_vec())
 }
 
+/// As a server (or aggregated API) that answers only JSON.
 #[tokio::test]
 async fn protobuf_create_is_stored_and_answered_in_json_when_json_is_accepted() {
-    let server = TestServer::start().await;
+    let server = TestServer::start_with(kube_testserver::Options {
+        protobuf: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     let (status, head, body) = request(
         server.addr(),
         "POST",
@@ -262,12 +268,7 @@ fn skip_key_and_length(field: &[u8]) -> &[u8] {
 
 #[tokio::test]
 async fn pods_and_node_metadata_are_listed_and_watched_in_protobuf_when_asked_first() {
-    let server = kube_testserver::TestServer::start_with(kube_testserver::Options {
-        protobuf: true,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let server = TestServer::start().await;
     let addr = server.addr();
     let json = [
         ("Content-Type", "application/json"),
