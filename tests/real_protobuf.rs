@@ -145,24 +145,36 @@ fn without_managed_fields<K: kube::Resource>(mut object: K) -> K {
     object
 }
 
+/// Every metadata field a status PUT sends back: labels, kubectl's annotation, a finalizer, an
+/// owner.
+fn meta(name: &str) -> serde_json::Value {
+    json!({ "name": name, "labels": { "team": "shop" },
+        "annotations": { "kubectl.kubernetes.io/last-applied-configuration": "{\"x\":1}" },
+        "finalizers": ["example.com/keep"],
+        "ownerReferences": [{ "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+            "uid": "00000000-0000-0000-0000-000000000001", "controller": true,
+            "blockOwnerDeletion": false }] })
+}
+
+/// A fresh namespace and the quota and PDB APIs of it.
+async fn quotas_and_pdbs(
+    plane: &envtest::ControlPlane,
+    client: &kube::Client,
+    prefix: &str,
+) -> (String, Api<ResourceQuota>, Api<PodDisruptionBudget>) {
+    let namespace = plane.namespace(client, prefix).await;
+    let quotas = Api::namespaced(client.clone(), &namespace);
+    let pdbs = Api::namespaced(client.clone(), &namespace);
+    (namespace, quotas, pdbs)
+}
+
 #[tokio::test]
 async fn quotas_and_pdbs_read_in_protobuf_equal_json_on_the_real_api_server() {
     let Some(plane) = envtest::shared() else {
         return;
     };
     let client = plane.client().await;
-    let namespace = plane.namespace(&client, "protobuf-status").await;
-    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &namespace);
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &namespace);
-    // Every metadata field a status PUT sends back, and every spec and status field.
-    let meta = |name: &str| {
-        json!({ "name": name, "labels": { "team": "shop" },
-            "annotations": { "kubectl.kubernetes.io/last-applied-configuration": "{\"x\":1}" },
-            "finalizers": ["example.com/keep"],
-            "ownerReferences": [{ "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
-                "uid": "00000000-0000-0000-0000-000000000001", "controller": true,
-                "blockOwnerDeletion": false }] })
-    };
+    let (namespace, quotas, pdbs) = quotas_and_pdbs(plane, &client, "protobuf-status").await;
     let quota: ResourceQuota = serde_json::from_value(json!({ "metadata": meta("compute"),
         "spec": { "hard": { "pods": "10", "requests.cpu": "1500m" },
             "scopeSelector": { "matchExpressions": [
@@ -278,16 +290,7 @@ async fn quota_and_pdb_status_written_in_protobuf_equal_json_on_the_real_api_ser
         return;
     };
     let client = plane.client().await;
-    let namespace = plane.namespace(&client, "protobuf-write").await;
-    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &namespace);
-    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &namespace);
-    let meta = |name: &str| {
-        json!({ "name": name, "labels": { "team": "shop" },
-            "annotations": { "kubectl.kubernetes.io/last-applied-configuration": "{\"x\":1}" },
-            "finalizers": ["example.com/keep"],
-            "ownerReferences": [{ "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
-                "uid": "00000000-0000-0000-0000-000000000001", "controller": true }] })
-    };
+    let (_, quotas, pdbs) = quotas_and_pdbs(plane, &client, "protobuf-write").await;
     // One object per encoding, written the same way.
     for (content, suffix) in [(ContentType::Protobuf, "pb"), (ContentType::Json, "json")] {
         let writer = ApiWriter::new("test", Metrics::new().unwrap(), false, content);
