@@ -112,7 +112,7 @@ pub(super) fn intersection<S: AsRef<str>>(input: &[S], known: &[&str]) -> Vec<St
 /// Reads a PVC's `BTreeMap` and a pod view's [`ResourceMap`](crate::k8s::view::ResourceMap) alike.
 pub(super) fn parse_list<'a, N: AsRef<str> + fmt::Display>(
     raw: Option<impl IntoIterator<Item = (N, &'a K8sQuantity)>>,
-    what: &str,
+    what: &Place<'_>,
     problems: &mut Vec<String>,
 ) -> Option<ResourceList> {
     let mut list = ResourceList::new();
@@ -140,9 +140,55 @@ pub(super) fn one() -> Quantity {
     Quantity::from_integer(1, Format::DecimalSI)
 }
 
-pub(super) fn object_label<K: Stored>(object: &K, kind: &str) -> String {
-    let (namespace, name) = object.place();
-    format!("{kind} {namespace}/{name}")
+/// Where a resource list sits, for problem messages (`pod ns/p: spec.containers[0].resources`).
+/// Displayed only when a problem is reported: every pod change is parsed, and nearly none has
+/// one, so building each place's text eagerly was a dozen allocations per pod for nothing.
+#[derive(Clone, Copy)]
+pub(super) enum Place<'a> {
+    /// `<kind> <namespace>/<name>`.
+    Object {
+        kind: &'a str,
+        namespace: &'a str,
+        name: &'a str,
+    },
+    /// A field: `<object>: <field>` under the object, `<parent>.<field>` deeper.
+    Field(&'a Place<'a>, &'a str),
+    /// `<list>[<index>]`.
+    Index(&'a Place<'a>, usize),
+}
+
+impl<'a> Place<'a> {
+    pub(super) fn object<K: Stored>(object: &'a K, kind: &'a str) -> Self {
+        let (namespace, name) = object.place();
+        Place::Object {
+            kind,
+            namespace,
+            name,
+        }
+    }
+
+    pub(super) fn field(&'a self, field: &'a str) -> Self {
+        Place::Field(self, field)
+    }
+
+    pub(super) fn index(&'a self, index: usize) -> Self {
+        Place::Index(self, index)
+    }
+}
+
+impl fmt::Display for Place<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Place::Object {
+                kind,
+                namespace,
+                name,
+            } => write!(f, "{kind} {namespace}/{name}"),
+            Place::Field(parent @ Place::Object { .. }, field) => write!(f, "{parent}: {field}"),
+            Place::Field(parent, field) => write!(f, "{parent}.{field}"),
+            Place::Index(parent, index) => write!(f, "{parent}[{index}]"),
+        }
+    }
 }
 
 pub(super) fn time_nanos(t: Option<&Time>) -> Option<i128> {

@@ -5,9 +5,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
 use super::{Evaluator, Snapshot};
 use crate::controllers::resourcequota::scope::{QuotaScope, ScopeError, ScopeRequirement};
-use crate::controllers::resourcequota::usage::{
-    ResourceList, Usage, object_label, one, parse_list,
-};
+use crate::controllers::resourcequota::usage::{Place, ResourceList, Usage, one, parse_list};
 use crate::k8s::quantity::Quantity;
 
 /// The object-count name of PersistentVolumeClaims.
@@ -113,13 +111,13 @@ pub fn pvc_usage(pvc: &PersistentVolumeClaim) -> Usage {
 /// `getStorageUsage`: the spec request rounded up to whole bytes, or the allocated size
 /// (also rounded up) when that is larger (RecoverVolumeExpansionFailure, GA).
 fn pvc_storage_usage(pvc: &PersistentVolumeClaim, problems: &mut Vec<String>) -> Option<Quantity> {
-    let label = object_label(pvc, "persistentvolumeclaim");
+    let place = Place::object(pvc, "persistentvolumeclaim");
     let requests = parse_list(
         pvc.spec
             .as_ref()
             .and_then(|s| s.resources.as_ref())
             .and_then(|r| r.requests.as_ref()),
-        &format!("{label}: spec.resources.requests"),
+        &place.field("spec.resources.requests"),
         problems,
     );
     let requested = requests.as_ref()?.get(STORAGE)?.round_up_to_integer();
@@ -127,7 +125,7 @@ fn pvc_storage_usage(pvc: &PersistentVolumeClaim, problems: &mut Vec<String>) ->
         pvc.status
             .as_ref()
             .and_then(|s| s.allocated_resources.as_ref()),
-        &format!("{label}: status.allocatedResources"),
+        &place.field("status.allocatedResources"),
         problems,
     );
     match allocated.as_ref().and_then(|a| a.get(STORAGE)) {

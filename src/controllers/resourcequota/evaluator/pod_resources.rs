@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::QuotaGates;
 use crate::controllers::resourcequota::names::{CPU, HUGEPAGES_PREFIX, MEMORY};
 use crate::controllers::resourcequota::usage::{
-    ResourceList, add_into, add_quantity, max_into, object_label, parse_list,
+    Place, ResourceList, add_into, add_quantity, max_into, parse_list,
 };
 use crate::k8s::quantity::Quantity;
 use crate::k8s::view::{Container, ContainerStatus, Pod, ResourceRequirements};
@@ -30,27 +30,27 @@ struct ParsedStatus<'p> {
 /// The `requests` and `limits` of `resources`, parsed; `at` names them in problems.
 fn parse_requirements(
     resources: Option<&ResourceRequirements>,
-    at: &str,
+    at: &Place<'_>,
     problems: &mut Vec<String>,
 ) -> (Option<ResourceList>, Option<ResourceList>) {
     (
         parse_list(
             resources.and_then(|r| r.requests.as_ref()),
-            &format!("{at}.requests"),
+            &at.field("requests"),
             problems,
         ),
         parse_list(
             resources.and_then(|r| r.limits.as_ref()),
-            &format!("{at}.limits"),
+            &at.field("limits"),
             problems,
         ),
     )
 }
 
 impl<'p> ParsedContainer<'p> {
-    fn parse(c: &'p Container, at: &str, problems: &mut Vec<String>) -> Self {
+    fn parse(c: &'p Container, at: &Place<'_>, problems: &mut Vec<String>) -> Self {
         let (requests, limits) =
-            parse_requirements(c.resources.as_ref(), &format!("{at}.resources"), problems);
+            parse_requirements(c.resources.as_ref(), &at.field("resources"), problems);
         Self {
             name: &c.name,
             restartable: c.restart_policy.as_deref() == Some("Always"),
@@ -61,16 +61,16 @@ impl<'p> ParsedContainer<'p> {
 }
 
 impl<'p> ParsedStatus<'p> {
-    fn parse(cs: &'p ContainerStatus, at: &str, problems: &mut Vec<String>) -> Self {
+    fn parse(cs: &'p ContainerStatus, at: &Place<'_>, problems: &mut Vec<String>) -> Self {
         let (requests, limits) =
-            parse_requirements(cs.resources.as_ref(), &format!("{at}.resources"), problems);
+            parse_requirements(cs.resources.as_ref(), &at.field("resources"), problems);
         Self {
             name: &cs.name,
             requests,
             limits,
             allocated: parse_list(
                 cs.allocated_resources.as_ref(),
-                &format!("{at}.allocatedResources"),
+                &at.field("allocatedResources"),
                 problems,
             ),
         }
@@ -80,14 +80,14 @@ impl<'p> ParsedStatus<'p> {
 /// Each entry of one of the pod's lists, parsed; `at` names the list in problems.
 fn parse_each<'p, T, P>(
     list: Option<&'p [T]>,
-    at: &str,
+    at: &Place<'_>,
     problems: &mut Vec<String>,
-    parse: fn(&'p T, &str, &mut Vec<String>) -> P,
+    parse: fn(&'p T, &Place<'_>, &mut Vec<String>) -> P,
 ) -> Vec<P> {
     list.unwrap_or_default()
         .iter()
         .enumerate()
-        .map(|(i, item)| parse(item, &format!("{at}[{i}]"), problems))
+        .map(|(i, item)| parse(item, &at.index(i), problems))
         .collect()
 }
 
@@ -119,10 +119,10 @@ impl<'p> ParsedPod<'p> {
     /// Without PodLevelResources `spec.resources` is not read: neither requests, limits nor
     /// QoS see it, as upstream's `SkipPodLevelResources` and `ComputePodQOS` then.
     pub(super) fn new(pod: &'p Pod, gates: QuotaGates, problems: &mut Vec<String>) -> Self {
-        let label = object_label(pod, "pod");
+        let pod_place = Place::object(pod, "pod");
         let spec = pod.spec.as_ref();
         let status = pod.status.as_ref();
-        let at = |part: &str| format!("{label}: {part}");
+
         let [containers, init_containers] = [
             (spec.map(|s| &*s.containers), "spec.containers"),
             (
@@ -130,7 +130,14 @@ impl<'p> ParsedPod<'p> {
                 "spec.initContainers",
             ),
         ]
-        .map(|(list, part)| parse_each(list, &at(part), problems, ParsedContainer::parse));
+        .map(|(list, part)| {
+            parse_each(
+                list,
+                &pod_place.field(part),
+                problems,
+                ParsedContainer::parse,
+            )
+        });
         // Container statuses, then init container statuses: `findContainerStatus` order.
         let statuses = [
             (
@@ -143,13 +150,15 @@ impl<'p> ParsedPod<'p> {
             ),
         ]
         .into_iter()
-        .flat_map(|(list, part)| parse_each(list, &at(part), problems, ParsedStatus::parse))
+        .flat_map(|(list, part)| {
+            parse_each(list, &pod_place.field(part), problems, ParsedStatus::parse)
+        })
         .collect();
         let pod_resources = spec
             .and_then(|s| s.resources.as_deref())
             .filter(|_| gates.pod_level_resources);
         let (pod_requests, pod_limits) =
-            parse_requirements(pod_resources, &at("spec.resources"), problems);
+            parse_requirements(pod_resources, &pod_place.field("spec.resources"), problems);
         let resize_infeasible = status
             .and_then(|s| s.conditions.as_ref())
             .and_then(|cs| cs.iter().find(|c| &*c.type_ == "PodResizePending"))
@@ -163,7 +172,7 @@ impl<'p> ParsedPod<'p> {
             pod_limits,
             overhead: parse_list(
                 spec.and_then(|s| s.overhead.as_ref()),
-                &at("spec.overhead"),
+                &pod_place.field("spec.overhead"),
                 problems,
             ),
             resize_infeasible,

@@ -748,10 +748,50 @@ mod tests {
         );
         assert_eq!(usage.problems.len(), 1, "{:?}", usage.problems);
         assert!(
-            usage
-                .problems
-                .iter()
-                .all(|p| p.contains("spec.containers[0].resources.requests[cpu]"))
+            usage.problems[0].starts_with(
+                r#"pod ns/p: spec.containers[0].resources.requests[cpu]: invalid quantity "abc": "#
+            ),
+            "{:?}",
+            usage.problems
+        );
+    }
+
+    /// Each kind of place a problem can be in, spelled out: init containers, statuses,
+    /// pod-level resources and overhead.
+    #[test]
+    fn pod_usage_names_where_each_problem_is() {
+        let p = from(json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {
+                "containers": [container("a", json!({}), json!(null))],
+                "initContainers": [container("i", json!(null), json!({"memory": "-1"}))],
+                "resources": {"requests": {"cpu": "x"}},
+                "overhead": {"cpu": "y"},
+            },
+            "status": {"containerStatuses": [{
+                "name": "a",
+                "allocatedResources": {"cpu": "z"},
+            }]},
+        }));
+        let gates = QuotaGates {
+            pod_level_resources: true,
+            ..QuotaGates::default()
+        };
+        let mut places: Vec<String> = pod_usage(&p, &now(), gates)
+            .problems
+            .iter()
+            .map(|p| p.split(": ").take(2).collect::<Vec<_>>().join(": "))
+            .collect();
+        places.sort();
+        places.dedup();
+        assert_eq!(
+            places,
+            [
+                "pod ns/p: spec.initContainers[0].resources.limits[memory]",
+                "pod ns/p: spec.overhead[cpu]",
+                "pod ns/p: spec.resources.requests[cpu]",
+                "pod ns/p: status.containerStatuses[0].allocatedResources[cpu]",
+            ]
         );
     }
 
