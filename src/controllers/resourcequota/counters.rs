@@ -20,20 +20,21 @@ impl Quota {
     /// the type; an unknown one asks for discovery again.
     pub(super) fn ensure_counters<'a>(&self, names: impl Iterator<Item = &'a String>) {
         let wanted = referenced_counts(names);
-        let quotable = lock(&self.quotable).clone();
         let mut counters = lock(&self.counters);
         let typed = |r: &String| REGISTRY.iter().any(|e| e.resource == r);
         for resource in wanted.iter().filter(|r| !typed(r)) {
             if counters.contains_key(resource) {
                 continue;
             }
-            let Some(api_resource) = quotable.get(resource) else {
+            // Looked up only for a counter still missing: every sync comes here, and the
+            // discovered types are many.
+            let Some(api_resource) = lock(&self.quotable).get(resource).cloned() else {
                 self.rediscover.notify_one();
                 continue;
             };
             let counter = ObjectCounter::start(
                 self.ctx.metadata_client.clone(),
-                api_resource,
+                &api_resource,
                 resource.clone(),
                 self.ctx.metrics.clone(),
                 &self.ctx.shutdown,
