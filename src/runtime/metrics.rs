@@ -2,6 +2,8 @@
 //! the `process_*` families, plus kcm's own reconcile, write, store, watch, shadow and
 //! leader-election metrics.
 
+use std::sync::Arc;
+
 use prometheus::core::Collector;
 use prometheus::process_collector::ProcessCollector;
 use prometheus::{
@@ -42,8 +44,20 @@ impl ReplicaState {
     }
 }
 
+/// The process's metric families. Every reconcile and every write takes a clone, so a clone
+/// is one `Arc`, not one per family.
 #[derive(Clone)]
-pub struct Metrics {
+pub struct Metrics(Arc<MetricFamilies>);
+
+impl std::ops::Deref for Metrics {
+    type Target = MetricFamilies;
+
+    fn deref(&self) -> &MetricFamilies {
+        &self.0
+    }
+}
+
+pub struct MetricFamilies {
     registry: Registry,
     pub workqueue: WorkqueueMetrics,
     pub rest_client: RestClientMetrics,
@@ -74,9 +88,9 @@ pub struct Metrics {
     /// stays in use).
     pub serving_reload_errors: IntCounterVec,
     /// The families controllers registered themselves.
-    registered: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    registered: std::sync::Mutex<Vec<String>>,
     /// `--disabled-metrics`: families never exported.
-    disabled: std::sync::Arc<[String]>,
+    disabled: Arc<[String]>,
 }
 
 /// A labelled family (`new` is `IntCounterVec::new`, `IntGaugeVec::new`...), registered in
@@ -111,7 +125,7 @@ impl Metrics {
             &["controller"],
         )?;
         registry.register(Box::new(reconcile_duration.clone()))?;
-        let metrics = Self {
+        let metrics = Self(Arc::new(MetricFamilies {
             workqueue: WorkqueueMetrics::register(&registry)?,
             rest_client: RestClientMetrics::register(&registry)?,
             reconciles: family(
@@ -196,7 +210,7 @@ impl Metrics {
             registry,
             registered: Default::default(),
             disabled: disabled.into(),
-        };
+        }));
         // `process_*` (CPU, memory, file descriptors, threads, start time), as every Go
         // component exports them.
         metrics.register(Box::new(ProcessCollector::for_self()))?;

@@ -150,6 +150,10 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         .watch(
             &queue,
             move |change: Change<PodDisruptionBudget>, q| match change {
+                // Beyond upstream, which syncs again on the echo of its own status write and
+                // finds nothing to change: the sync that wrote it saw the same PDB, and pod
+                // changes since queue it themselves.
+                Change::Updated { new, .. } if written.echoed(&new) => {}
                 Change::Added(p) | Change::Updated { new: p, .. } => q.add(key_of(p.as_ref())),
                 Change::Deleted(p) => {
                     written.forget(&p.namespace().unwrap_or_default(), &p.name_any());

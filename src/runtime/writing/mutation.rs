@@ -123,6 +123,21 @@ impl<K: Resource> MutationCache<K> {
         entry.object.clone()
     }
 
+    /// Whether `stored`, just delivered by the watch, is this process's own last write of its
+    /// name coming back (the same resourceVersion). The store has then caught up, so the
+    /// entry is retired.
+    pub fn echoed(&self, stored: &K) -> bool {
+        let key = key_of(stored);
+        let mut entries = self.lock();
+        let echo = entries
+            .peek(&key)
+            .is_some_and(|e| e.object.is_some() && e.version != 0 && e.version == version(stored));
+        if echo {
+            entries.pop(&key);
+        }
+        echo
+    }
+
     /// [`MutationCache::newest`] of what `store` holds under that name.
     pub fn newest_in(
         &self,
@@ -216,6 +231,32 @@ mod tests {
         );
         let newer = Some(Arc::new(object("a", "9")));
         assert_eq!(rv(cache.newest("ns", "a", newer, now)), Some("9".into()));
+    }
+
+    #[test]
+    fn only_the_version_written_is_its_echo_and_the_echo_retires_the_entry() {
+        let cache = MutationCache::new(HOUR);
+        let now = Instant::now();
+        cache.mutated(object("a", "5"), now);
+        assert!(!cache.echoed(&object("a", "4")), "an older version");
+        assert!(
+            !cache.echoed(&object("a", "6")),
+            "someone else's newer write"
+        );
+        assert!(!cache.echoed(&object("b", "5")), "another object");
+        assert!(cache.echoed(&object("a", "5")));
+        assert!(
+            !cache.echoed(&object("a", "5")),
+            "retired by the first echo"
+        );
+        assert!(cache.in_namespace("ns", now, |_| true).is_empty());
+        cache.deleted(&object("c", "7"), now);
+        assert!(!cache.echoed(&object("c", "7")), "a delete has no echo");
+        cache.mutated(object("d", "not-a-number"), now);
+        assert!(
+            !cache.echoed(&object("d", "not-a-number")),
+            "no comparable version"
+        );
     }
 
     #[test]
