@@ -539,7 +539,7 @@ async fn service_account_client(
         .unwrap();
     let config = load_config(Some(&kubeconfig)).await.unwrap();
     let metrics = kcm::runtime::metrics::Metrics::new().unwrap();
-    let mut clients = Clients::new(config, 1000.0, 1000, "test", metrics.rest_client);
+    let mut clients = Clients::new(config, 1000.0, 1000, "test", metrics.rest_client.clone());
     clients
         .use_service_account_credentials(policy, stop.clone())
         .unwrap();
@@ -784,7 +784,7 @@ async fn without_permission_to_request_tokens_requests_fail_with_the_reason() {
     let kubeconfig = server.kubeconfig_as(&UserInfo::new("half", &[])).unwrap();
     let config = load_config(Some(&kubeconfig)).await.unwrap();
     let metrics = kcm::runtime::metrics::Metrics::new().unwrap();
-    let mut clients = Clients::new(config, 1000.0, 1000, "test", metrics.rest_client);
+    let mut clients = Clients::new(config, 1000.0, 1000, "test", metrics.rest_client.clone());
     let stop = CancellationToken::new();
     let policy = TokenPolicy {
         first_retry: Duration::from_millis(10),
