@@ -1209,6 +1209,12 @@ async fn pprof_is_served_behind_the_same_authorization_as_metrics() {
         .and_then(|value| value.parse().ok())
         .unwrap_or_else(|| panic!("no allocated bytes in {heap}"));
     assert!(allocated > 0, "{heap}");
+    // kcm hands freed pages back after 1 s, not jemalloc's 10 (`opt.` is the start-up value).
+    assert!(
+        heap.contains("# arenas.dirty_decay_ms = 1000\n")
+            && heap.contains("# opt.dirty_decay_ms = 10000\n"),
+        "{heap}"
+    );
     let (status, profile) = client
         .get_bytes(
             addr,

@@ -10,28 +10,43 @@
 mod imp {
     use tikv_jemalloc_ctl::{Access, AsName, arenas, epoch, opt, stats};
 
-    /// Hands every arena's dirty pages (freed, still resident) back to the system now.
-    /// jemalloc would do so itself only `dirty_decay_ms` (10 s) later, and only when the
-    /// process allocates again (kcm has no background purging thread); after a list of
-    /// thousands of objects that is several MiB held for nothing. Setting an arena's decay
-    /// time to 0 purges it at once (jemalloc's `pac_decay_ms_set`); then the configured
-    /// default (`opt.dirty_decay_ms`) is set again, not the time read before, so two
-    /// overlapping calls cannot leave an arena at 0. Arenas never used fail with EFAULT and
-    /// are skipped.
-    pub fn release_unused() {
+    /// The default decay time of arenas (`arenas.dirty_decay_ms`): `opt.dirty_decay_ms`
+    /// unless [`set_dirty_decay`] changed it.
+    const ARENAS_DIRTY_DECAY_MS: &[u8] = b"arenas.dirty_decay_ms\0";
+
+    /// Sets every arena's `dirty_decay_ms` to `decay`.
+    fn set_each_arena(decay: isize) {
         let Ok(count) = arenas::narenas::read() else {
-            return;
-        };
-        let Ok(decay): Result<isize, _> = b"opt.dirty_decay_ms\0".name().read() else {
             return;
         };
         for arena in 0..count {
             let name = format!("arena.{arena}.dirty_decay_ms\0");
-            let key = name.as_bytes().name();
-            if key.write(0isize).is_ok() {
-                let _ = key.write(decay);
-            }
+            let _ = name.as_bytes().name().write(decay);
         }
+    }
+
+    /// How long freed pages stay resident before jemalloc hands them back, for every arena
+    /// now and later (jemalloc's default is 10 s).
+    pub fn set_dirty_decay(decay: std::time::Duration) {
+        let ms = isize::try_from(decay.as_millis()).unwrap_or(isize::MAX);
+        if ARENAS_DIRTY_DECAY_MS.name().write(ms).is_ok() {
+            set_each_arena(ms);
+        }
+    }
+
+    /// Hands every arena's dirty pages (freed, still resident) back to the system now.
+    /// jemalloc would do so itself only `dirty_decay_ms` later, and only when the process
+    /// allocates again (kcm has no background purging thread); after a list of thousands of
+    /// objects that is several MiB held for nothing. Setting an arena's decay time to 0
+    /// purges it at once (jemalloc's `pac_decay_ms_set`); then the default
+    /// (`arenas.dirty_decay_ms`) is set again, not the time read before, so two overlapping
+    /// calls cannot leave an arena at 0. Arenas never used fail with EFAULT and are skipped.
+    pub fn release_unused() {
+        let Ok(decay): Result<isize, _> = ARENAS_DIRTY_DECAY_MS.name().read() else {
+            return;
+        };
+        set_each_arena(0);
+        set_each_arena(decay);
     }
 
     /// jemalloc's counters (bytes), refreshed first, and the settings that decide how much
@@ -71,7 +86,11 @@ mod imp {
                 opt::background_thread::read().map_err(failed)?.to_string(),
             ),
         ];
-        for key in ["opt.dirty_decay_ms", "opt.muzzy_decay_ms"] {
+        for key in [
+            "opt.dirty_decay_ms",
+            "arenas.dirty_decay_ms",
+            "opt.muzzy_decay_ms",
+        ] {
             let name = format!("{key}\0");
             let value: isize = name.as_bytes().name().read().map_err(failed)?;
             lines.push((key, value.to_string()));
@@ -86,6 +105,8 @@ mod imp {
 
 #[cfg(not(all(feature = "jemalloc", not(feature = "mimalloc"))))]
 mod imp {
+    pub fn set_dirty_decay(_: std::time::Duration) {}
+
     pub fn release_unused() {}
 
     pub fn statistics() -> Result<String, String> {
@@ -93,24 +114,22 @@ mod imp {
     }
 }
 
-pub use imp::{release_unused, statistics};
+pub use imp::{release_unused, set_dirty_decay, statistics};
 
 #[cfg(all(test, feature = "jemalloc", not(feature = "mimalloc")))]
 mod tests {
+    use std::time::Duration;
+
     use tikv_jemalloc_ctl::{Access, AsName};
 
-    #[test]
-    fn purging_keeps_each_arenas_decay_time() {
-        let key = b"arena.0.dirty_decay_ms\0".name();
-        let before: isize = key.read().unwrap();
-        super::release_unused();
-        let after: isize = key.read().unwrap();
-        assert_eq!(after, before);
-        assert_eq!(after, 10_000, "jemalloc's default");
+    fn arena_decay() -> isize {
+        b"arena.0.dirty_decay_ms\0".name().read().unwrap()
     }
 
+    /// One test, as the settings are the process's: jemalloc's defaults, then kcm's decay
+    /// time for every arena, kept through a purge and shown on the heap page.
     #[test]
-    fn the_heap_page_names_the_settings_that_decide_what_is_kept() {
+    fn decay_time_is_set_for_every_arena_and_kept_through_purges() {
         let text = super::statistics().unwrap();
         for line in [
             "# opt.narenas = ",
@@ -121,5 +140,14 @@ mod tests {
             assert!(text.contains(line), "{line:?} not in {text}");
         }
         assert!(text.starts_with("heap profile: jemalloc statistics, in bytes\n# allocated = "));
+        assert_eq!(arena_decay(), 10_000, "jemalloc's default");
+
+        super::set_dirty_decay(Duration::from_secs(1));
+        assert_eq!(arena_decay(), 1_000);
+        super::release_unused();
+        assert_eq!(arena_decay(), 1_000, "restored after the purge");
+        let text = super::statistics().unwrap();
+        assert!(text.contains("# arenas.dirty_decay_ms = 1000\n"), "{text}");
+        assert!(text.contains("# opt.dirty_decay_ms = 10000\n"), "{text}");
     }
 }
