@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use super::evaluator::{Registered, Snapshot};
 use super::plan::tracked;
 use super::status::{hard_changed, needs_priority};
-use super::{Quota, hard_names, key, status_hard_names};
+use super::{Quota, hard_names, key, same_status_hard_names, status_hard_names};
 use crate::lock::lock;
 use crate::runtime::watching::counter::CountChange;
 use crate::runtime::watching::informer::Change;
@@ -59,7 +59,7 @@ impl Quota {
             // while the store still held the quota without it was not replenished; once the
             // watch brings the new `status.hard`, one more sync counts it (beyond upstream,
             // which waits for the periodic resync). No write when nothing changed.
-            Change::Updated { old, new } if status_hard_names(&old) != status_hard_names(&new) => {
+            Change::Updated { old, new } if !same_status_hard_names(&old, &new) => {
                 self.primary.add(key(&new))
             }
             Change::Updated { .. } | Change::Synced => {}

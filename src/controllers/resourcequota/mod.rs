@@ -111,8 +111,19 @@ fn hard_names(quota: &ResourceQuota) -> Vec<String> {
     names_of(quota.spec.as_ref().and_then(|s| s.hard.as_ref()))
 }
 
+fn status_hard(quota: &ResourceQuota) -> Option<&status::ApiList> {
+    quota.status.as_ref().and_then(|s| s.hard.as_ref())
+}
+
 fn status_hard_names(quota: &ResourceQuota) -> Vec<String> {
-    names_of(quota.status.as_ref().and_then(|s| s.hard.as_ref()))
+    names_of(status_hard(quota))
+}
+
+/// Whether two versions of a quota name the same resources in `status.hard`, without copying
+/// the names (every quota watch event asks).
+fn same_status_hard_names(a: &ResourceQuota, b: &ResourceQuota) -> bool {
+    let names = |q| status_hard(q).into_iter().flat_map(|h| h.keys());
+    names(a).eq(names(b))
 }
 
 #[derive(Clone)]
@@ -219,4 +230,32 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         });
     }
     Ok(controller.run().await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn with_status_hard(hard: serde_json::Value) -> ResourceQuota {
+        serde_json::from_value(json!({
+            "metadata": { "name": "q", "namespace": "ns" },
+            "status": { "hard": hard },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn status_hard_names_are_compared_by_name_only() {
+        let a = with_status_hard(json!({ "cpu": "1", "pods": "2" }));
+        let b = with_status_hard(json!({ "cpu": "3", "pods": "4" }));
+        let c = with_status_hard(json!({ "cpu": "1" }));
+        let none: ResourceQuota =
+            serde_json::from_value(json!({ "metadata": { "name": "q" } })).unwrap();
+        assert!(same_status_hard_names(&a, &b));
+        assert!(!same_status_hard_names(&a, &c));
+        assert!(!same_status_hard_names(&c, &none));
+        assert!(same_status_hard_names(&none, &none.clone()));
+        assert!(same_status_hard_names(&none, &with_status_hard(json!({}))));
+    }
 }

@@ -13,20 +13,21 @@ use crate::k8s::quantity::Quantity;
 pub type ApiList = BTreeMap<String, K8sQuantity>;
 
 /// Two quantities as `Quantity.Cmp` sees them; a value that does not parse is only equal to
-/// the same text (no status is ever wrong because of it, only possibly rewritten).
+/// the same text (no status is ever wrong because of it, only possibly rewritten). The same
+/// text is equal without parsing: every quota watch event compares lists, nearly always
+/// unchanged.
 fn same_quantity(a: &K8sQuantity, b: &K8sQuantity) -> bool {
-    match (Quantity::try_from(a), Quantity::try_from(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a.0 == b.0,
-    }
+    a.0 == b.0
+        || matches!(
+            (Quantity::try_from(a), Quantity::try_from(b)),
+            (Ok(a), Ok(b)) if a == b
+        )
 }
 
 /// `quota.Equals`: same names, numerically equal values; a missing list equals an empty one.
 pub fn lists_equal(a: Option<&ApiList>, b: Option<&ApiList>) -> bool {
-    let (a, b) = (
-        a.cloned().unwrap_or_default(),
-        b.cloned().unwrap_or_default(),
-    );
+    let none = ApiList::new();
+    let (a, b) = (a.unwrap_or(&none), b.unwrap_or(&none));
     a.len() == b.len()
         && a.iter()
             .all(|(k, v)| b.get(k).is_some_and(|w| same_quantity(v, w)))
@@ -122,6 +123,36 @@ mod tests {
             name,
             "pods" | "cpu" | "requests.cpu" | "memory" | "count/pods"
         )
+    }
+
+    #[test]
+    fn lists_are_equal_by_value_and_the_same_text_without_parsing() {
+        let list = |pairs: &[(&str, &str)]| -> ApiList {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), K8sQuantity(v.to_string())))
+                .collect()
+        };
+        let a = list(&[("cpu", "1"), ("memory", "1Gi")]);
+        assert!(lists_equal(Some(&a), Some(&a.clone())));
+        assert!(lists_equal(
+            Some(&a),
+            Some(&list(&[("cpu", "1000m"), ("memory", "1024Mi")]))
+        ));
+        assert!(!lists_equal(
+            Some(&a),
+            Some(&list(&[("cpu", "2"), ("memory", "1Gi")]))
+        ));
+        assert!(!lists_equal(Some(&a), Some(&list(&[("cpu", "1")]))));
+        assert!(!lists_equal(
+            Some(&a),
+            Some(&list(&[("cpu", "1"), ("pods", "1Gi")]))
+        ));
+        let bad = list(&[("cpu", "lots")]);
+        assert!(lists_equal(Some(&bad), Some(&bad.clone())), "the same text");
+        assert!(!lists_equal(Some(&bad), Some(&list(&[("cpu", "many")]))));
+        assert!(lists_equal(None, Some(&ApiList::new())), "missing is empty");
+        assert!(!lists_equal(None, Some(&a)));
     }
 
     #[test]
