@@ -15,7 +15,6 @@ use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use prometheus::Histogram;
 use tokio_util::sync::CancellationToken;
-use tower::buffer::Buffer;
 use tower::{BoxError, Layer, Service, ServiceExt};
 
 use super::credentials::{
@@ -239,12 +238,14 @@ where
     S: Service<Request<Body>, Response = Response<Box<DynBody>>, Error = BoxError> + Send + 'static,
     S::Future: Send + 'static,
 {
-    type Service = Throttled<S::Future>;
+    type Service = Throttled<S>;
     fn layer(&self, inner: S) -> Self::Service {
         Throttled {
-            // The buffer makes the inner stack cloneable, so each request can wait for its
-            // token in its own future: a throttled request never holds up a watch.
-            inner: Buffer::new(inner, 1024),
+            // Shared, so each request can wait for its token in its own future: a throttled
+            // request never holds up a watch. The lock is held only to hand the request to
+            // the stack, which is always ready (kube's hyper client queues it per connection);
+            // a tower `Buffer` here cost a task and two channel hops per request.
+            inner: Arc::new(tokio::sync::Mutex::new(inner)),
             layer: self.clone(),
         }
     }
@@ -252,8 +253,8 @@ where
 
 /// Takes a token per request, in call order, as client-go's limiter does (watches take
 /// none), and records client-go's REST client metrics.
-struct Throttled<F> {
-    inner: Buffer<Request<Body>, F>,
+struct Throttled<S> {
+    inner: Arc<tokio::sync::Mutex<S>>,
     layer: ClientLayer,
 }
 
@@ -263,9 +264,10 @@ fn is_watch(uri: &http::Uri) -> bool {
         .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"))
 }
 
-impl<F> Service<Request<Body>> for Throttled<F>
+impl<S> Service<Request<Body>> for Throttled<S>
 where
-    F: Future<Output = Result<Response<Box<DynBody>>, BoxError>> + Send + 'static,
+    S: Service<Request<Body>, Response = Response<Box<DynBody>>, Error = BoxError> + Send + 'static,
+    S::Future: Send + 'static,
 {
     type Response = Response<TimedBody>;
     type Error = BoxError;
@@ -279,7 +281,7 @@ where
         let watch = is_watch(req.uri());
         // Reserve now, so tokens go out in call order even though requests wait apart.
         let delay = (!watch).then(|| lock(&self.layer.bucket).reserve(Instant::now()));
-        let mut inner = self.inner.clone();
+        let inner = self.inner.clone();
         let layer = self.layer.clone();
         let method = req.method().clone();
         Box::pin(async move {
@@ -307,7 +309,13 @@ where
                 None => Ok(()),
             };
             let result = match authorized {
-                Ok(()) => inner.ready().await?.call(req).await,
+                Ok(()) => {
+                    let response = {
+                        let mut stack = inner.lock().await;
+                        stack.ready().await?.call(req)
+                    };
+                    response.await
+                }
                 Err(err) => Err(err),
             };
             if let (Some(token), Ok(resp)) = (&layer.token, &result)
