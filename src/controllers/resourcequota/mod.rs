@@ -108,21 +108,17 @@ fn names_of(list: Option<&status::ApiList>) -> Vec<String> {
 }
 
 fn hard_names(quota: &ResourceQuota) -> Vec<String> {
-    names_of(quota.spec.as_ref().and_then(|s| s.hard.as_ref()))
-}
-
-fn status_hard(quota: &ResourceQuota) -> Option<&status::ApiList> {
-    quota.status.as_ref().and_then(|s| s.hard.as_ref())
+    names_of(status::hard(quota))
 }
 
 fn status_hard_names(quota: &ResourceQuota) -> Vec<String> {
-    names_of(status_hard(quota))
+    names_of(status::status_hard(quota))
 }
 
 /// Whether two versions of a quota name the same resources in `status.hard`, without copying
 /// the names (every quota watch event asks).
 fn same_status_hard_names(a: &ResourceQuota, b: &ResourceQuota) -> bool {
-    let names = |q| status_hard(q).into_iter().flat_map(|h| h.keys());
+    let names = |q| status::status_hard(q).into_iter().flat_map(|h| h.keys());
     names(a).eq(names(b))
 }
 

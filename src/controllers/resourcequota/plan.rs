@@ -11,7 +11,7 @@ use kube::ResourceExt;
 use super::error::UsageError;
 use super::evaluator::{Registered, Snapshot};
 use super::scope::{QuotaScope, parse_scope};
-use super::status::{candidates, next_status};
+use super::status::{candidates, hard, next_status};
 use super::usage::{ResourceList, add_lists, mask_list, out_of_range_names};
 use crate::k8s::quantity::Quantity;
 use crate::runtime::writing::writer::UpstreamFix;
@@ -88,8 +88,7 @@ fn calculate(
         .collect();
     // A limit that does not parse is copied to status.hard as written (and compared as
     // text), but it is bad input all the same.
-    let hard = quota.spec.as_ref().and_then(|s| s.hard.as_ref());
-    for (name, limit) in hard.into_iter().flatten() {
+    for (name, limit) in hard(quota).into_iter().flatten() {
         if let Err(err) = Quantity::try_from(limit) {
             problems.push((
                 "invalid-quantity",

@@ -33,20 +33,24 @@ pub fn lists_equal(a: Option<&ApiList>, b: Option<&ApiList>) -> bool {
             .all(|(k, v)| b.get(k).is_some_and(|w| same_quantity(v, w)))
 }
 
-fn hard(quota: &ResourceQuota) -> Option<&ApiList> {
+/// `spec.hard`, the limits.
+pub fn hard(quota: &ResourceQuota) -> Option<&ApiList> {
     quota.spec.as_ref().and_then(|s| s.hard.as_ref())
+}
+
+/// `status.hard`, the limits the controller last enforced.
+pub fn status_hard(quota: &ResourceQuota) -> Option<&ApiList> {
+    quota.status.as_ref().and_then(|s| s.hard.as_ref())
 }
 
 /// upstream's `addQuota` routing: the priority lane when `status.hard` lags `spec.hard`, or a
 /// tracked hard name has no used value yet; otherwise the primary lane.
 pub fn needs_priority(quota: &ResourceQuota, tracked: impl Fn(&str) -> bool) -> bool {
-    let status = quota.status.as_ref();
-    if !lists_equal(hard(quota), status.and_then(|s| s.hard.as_ref())) {
+    if !lists_equal(hard(quota), status_hard(quota)) {
         return true;
     }
-    let used = status.and_then(|s| s.used.as_ref());
-    status
-        .and_then(|s| s.hard.as_ref())
+    let used = quota.status.as_ref().and_then(|s| s.used.as_ref());
+    status_hard(quota)
         .into_iter()
         .flatten()
         .any(|(name, _)| !used.is_some_and(|u| u.contains_key(name)) && tracked(name))
