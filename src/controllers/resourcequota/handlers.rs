@@ -9,8 +9,8 @@ use kube::ResourceExt;
 
 use super::evaluator::{Registered, Snapshot};
 use super::plan::tracked;
-use super::status::{hard_changed, needs_priority};
-use super::{Quota, hard_names, key, same_status_hard_names, status_hard_names};
+use super::status::{hard_changed, needs_priority, status_hard};
+use super::{Quota, hard_names, key, same_status_hard_names};
 use crate::lock::lock;
 use crate::runtime::watching::counter::CountChange;
 use crate::runtime::watching::informer::Change;
@@ -74,10 +74,9 @@ impl Quota {
     /// Replenishment: the quotas of `ns` whose `status.hard` names something `evaluator` tracks.
     pub(super) fn replenish(&self, ns: &str, evaluator: &dyn Registered, at: &Snapshot) {
         for quota in self.quotas.in_namespace(ns) {
-            if !evaluator
-                .matching(&status_hard_names(&quota), at)
-                .is_empty()
-            {
+            let tracked = status_hard(&quota)
+                .is_some_and(|hard| hard.keys().any(|name| evaluator.covers(name, at)));
+            if tracked {
                 self.primary.add(key(&quota));
             }
         }

@@ -102,17 +102,10 @@ fn key(quota: &ResourceQuota) -> String {
     )
 }
 
-fn names_of(list: Option<&status::ApiList>) -> Vec<String> {
-    list.map(|h| h.keys().cloned().collect())
-        .unwrap_or_default()
-}
-
 fn hard_names(quota: &ResourceQuota) -> Vec<String> {
-    names_of(status::hard(quota))
-}
-
-fn status_hard_names(quota: &ResourceQuota) -> Vec<String> {
-    names_of(status::status_hard(quota))
+    status::hard(quota)
+        .map(|h| h.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
 /// Whether two versions of a quota name the same resources in `status.hard`, without copying

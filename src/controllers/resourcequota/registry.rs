@@ -165,6 +165,10 @@ impl<E: Evaluator> Registered for Typed<E> {
         self.evaluator.matching(names, at)
     }
 
+    fn covers(&self, name: &str, at: &Snapshot) -> bool {
+        self.evaluator.covers(name, at)
+    }
+
     fn usage(
         &self,
         namespace: &str,

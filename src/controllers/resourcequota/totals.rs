@@ -4,7 +4,8 @@
 //! O(objects in the namespace). Upstream re-lists and re-evaluates every object on every sync.
 //!
 //! - **What a change does**: the feed only says which object changed; [`Totals::refresh`]
-//!   subtracts the version the totals counted and adds the version the store holds now. The
+//!   subtracts the version the totals counted and adds the version the store holds now,
+//!   unless the evaluator says both charge the same (`Evaluator::same_charge`). The
 //!   totals keep the store's own `Arc` of each object (no copy), so the subtraction is always
 //!   of exactly what was added, whatever order changes and snapshots come in.
 //! - **Clock-dependent objects** are kept out of the sums and evaluated at each sync: a pod
@@ -336,9 +337,10 @@ impl<K: Stored, C: Clone + PartialEq> Totals<K, C> {
         let counted = ns.objects.get(name).cloned();
         match (&counted, &current) {
             (Some(a), Some(b)) if Arc::ptr_eq(a, b) => return,
-            // The same version in a new Arc (a relist): nothing to add, only keep the
-            // store's copy rather than a second one.
-            (Some(a), Some(b)) if same_version(&**a, &**b) => {
+            // The same version in a new Arc (a relist), or a version that charges the same
+            // (a readiness flip): nothing to add, only keep the store's copy rather than a
+            // second one.
+            (Some(a), Some(b)) if same_version(&**a, &**b) || evaluator.same_charge(a, b) => {
                 ns.objects.insert(name.to_string(), b.clone());
                 return;
             }
@@ -697,6 +699,66 @@ mod tests {
             lock(&totals.inner).namespaces.is_empty(),
             "no quota: not tracked"
         );
+    }
+
+    /// Pods, counting how many times a pod's usage is evaluated.
+    #[derive(Default)]
+    struct CountedPods(Pods, Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Evaluator for CountedPods {
+        type Object = Pod;
+        type Context = ();
+        const RESOURCE: &'static str = "pods";
+
+        fn matching(&self, names: &[String], at: &Snapshot) -> Vec<String> {
+            self.0.matching(names, at)
+        }
+        fn matches(&self, pod: &Pod, scope: &QuotaScope) -> bool {
+            self.0.matches(pod, scope)
+        }
+        fn usage(&self, pod: &Pod, at: &Snapshot) -> Usage {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.usage(pod, at)
+        }
+        fn same_charge(&self, old: &Pod, new: &Pod) -> bool {
+            self.0.same_charge(old, new)
+        }
+        fn update_matters(&self, old: &Pod, new: &Pod, at: &Snapshot) -> bool {
+            self.0.update_matters(old, new, at)
+        }
+    }
+
+    #[test]
+    fn a_readiness_flip_is_not_evaluated_and_later_changes_still_add_up() {
+        let pods = CountedPods::default();
+        let totals: Totals<Pod> = Totals::default();
+        let names = strings(&["requests.cpu"]);
+        let scope = parse_scope(&[], None);
+        let used = |totals: &Totals<Pod>| {
+            totals
+                .usage(&pods, "ns", &scope, &names, &at(), Vec::new)
+                .list["requests.cpu"]
+                .to_string()
+        };
+        let store = vec![pod("a", 1, "100m"), pod("b", 2, "200m")];
+        totals.usage(&pods, "ns", &scope, &names, &at(), || store.clone());
+        let evaluated = || pods.1.load(std::sync::atomic::Ordering::Relaxed);
+        let before = evaluated();
+
+        let mut flipped = (*pod("a", 3, "100m")).clone();
+        let ready_false: Arc<Pod> = from(json!({"metadata": meta("a", 3),
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}}));
+        flipped.status = ready_false.status.clone();
+        totals.refresh(&pods, "ns", "a", Some(Arc::new(flipped)), &at());
+        assert_eq!(evaluated(), before, "a readiness flip costs no evaluation");
+        assert_eq!(used(&totals), "300m");
+
+        // The version kept is the new one: the next change subtracts what it charges.
+        totals.refresh(&pods, "ns", "a", Some(pod("a", 4, "1")), &at());
+        assert_eq!(evaluated(), before + 2, "old and new evaluated");
+        assert_eq!(used(&totals), "1200m");
+        totals.refresh(&pods, "ns", "a", None, &at());
+        assert_eq!(used(&totals), "200m");
     }
 
     #[test]

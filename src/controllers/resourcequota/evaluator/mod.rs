@@ -95,6 +95,11 @@ pub trait Evaluator: Default + Send + Sync + 'static {
     }
     /// upstream `MatchingResources`: the names of `names` it covers.
     fn matching(&self, names: &[String], at: &Snapshot) -> Vec<String>;
+    /// Whether `matching` keeps `name`: replenishment asks it for every quota of a namespace
+    /// at every object change, so the hot evaluators answer without allocating.
+    fn covers(&self, name: &str, at: &Snapshot) -> bool {
+        !self.matching(&[name.to_string()], at).is_empty()
+    }
     /// Whether a quota with `scope` charges `object`.
     fn matches(&self, object: &Self::Object, scope: &QuotaScope) -> bool;
     /// upstream `Usage`: what `object` charges.
@@ -102,6 +107,12 @@ pub trait Evaluator: Default + Send + Sync + 'static {
     /// Whether the object's usage may change without a new version of it (clock, other
     /// objects): it is then evaluated at each sync instead of summed.
     fn volatile(&self, _object: &Self::Object) -> bool {
+        false
+    }
+    /// Whether two versions of an object charge every quota the same (and neither is
+    /// volatile): the totals then take the new version without evaluating either. Never
+    /// by default.
+    fn same_charge(&self, _old: &Self::Object, _new: &Self::Object) -> bool {
         false
     }
     /// Why `usage` charges the object only its count (a terminal pod), for `kcm explain`.
@@ -191,6 +202,10 @@ pub type Replenish = Arc<dyn Fn(&str, &dyn Registered, &Snapshot) + Send + Sync>
 pub trait Registered: Send + Sync {
     /// upstream `MatchingResources`: the names of `names` it covers.
     fn matching(&self, names: &[String], at: &Snapshot) -> Vec<String>;
+    /// Whether `matching` keeps `name` (the replenishment filter).
+    fn covers(&self, name: &str, at: &Snapshot) -> bool {
+        !self.matching(&[name.to_string()], at).is_empty()
+    }
     /// upstream `UsageStats`: the usage of `names` in `namespace` for quotas with `scope`;
     /// `Err` while it cannot be known.
     fn usage(

@@ -16,7 +16,7 @@ use crate::controllers::resourcequota::scope::{QuotaScope, ScopeError, ScopeRequ
 use crate::controllers::resourcequota::usage::{
     ResourceList, Usage, intersection, one, time_nanos,
 };
-use crate::k8s::view::Pod;
+use crate::k8s::view::{Pod, PodStatus, ResourceRequirements};
 
 /// The object-count name of pods.
 pub const POD_COUNT: &str = "count/pods";
@@ -57,6 +57,10 @@ impl Evaluator for Pods {
         pod_matching(names)
     }
 
+    fn covers(&self, name: &str, _: &Snapshot) -> bool {
+        pod_covers(name)
+    }
+
     fn matches(&self, pod: &Pod, scope: &QuotaScope) -> bool {
         pod_matches_scope(pod, scope, self.gates)
     }
@@ -74,25 +78,60 @@ impl Evaluator for Pods {
         pod.metadata.deletion_timestamp.is_some()
     }
 
+    /// A readiness flip (most pod updates) changes only conditions.
+    fn same_charge(&self, old: &Pod, new: &Pod) -> bool {
+        !self.volatile(old)
+            && !self.volatile(new)
+            && old.spec == new.spec
+            && old.status.as_ref().map(charged_status) == new.status.as_ref().map(charged_status)
+    }
+
     /// upstream's DefaultUpdateFilter for pods: usage may have changed.
     fn update_matters(&self, old: &Pod, new: &Pod, at: &Snapshot) -> bool {
-        let resources = |p: &Pod| {
-            p.status.as_ref().map(|s| {
-                let statuses = s
-                    .container_statuses
-                    .as_deref()
-                    .into_iter()
-                    .chain(s.init_container_statuses.as_deref())
-                    .flatten();
-                statuses
-                    .map(|c| (c.name.clone(), c.resources.clone()))
-                    .collect::<Vec<_>>()
-            })
+        let same_resources = match (status_resources(old), status_resources(new)) {
+            (Some(a), Some(b)) => a.eq(b),
+            (a, b) => a.is_none() && b.is_none(),
         };
         pod_counts_for_quota(old, &at.now) != pod_counts_for_quota(new, &at.now)
             || pod_is_terminating(old) != pod_is_terminating(new)
-            || resources(old) != resources(new)
+            || !same_resources
     }
+}
+
+/// Each container status's name and resources, compared without copying them.
+fn status_resources(
+    pod: &Pod,
+) -> Option<impl Iterator<Item = (&str, &Option<ResourceRequirements>)>> {
+    pod.status.as_ref().map(|s| {
+        s.container_statuses
+            .as_deref()
+            .into_iter()
+            .chain(s.init_container_statuses.as_deref())
+            .flatten()
+            .map(|c| (c.name.as_str(), &c.resources))
+    })
+}
+
+/// The parts of a pod's status its charge can depend on: all but its conditions. Spelled out
+/// field by field, so a field added to the view must be placed on one side or the other.
+fn charged_status(status: &PodStatus) -> impl PartialEq + '_ {
+    let PodStatus {
+        conditions: _,
+        container_statuses,
+        extended_resource_claim_status,
+        init_container_statuses,
+        phase,
+        qos_class,
+        resource_claim_statuses,
+    } = status;
+    (
+        container_statuses,
+        extended_resource_claim_status,
+        init_container_statuses,
+        phase,
+        qos_class,
+        resource_claim_statuses,
+    )
 }
 
 /// Pod `MatchingResources`: the fixed names (sorted), then hugepages-prefixed names and
@@ -100,7 +139,7 @@ impl Evaluator for Pods {
 pub fn pod_matching<S: AsRef<str>>(names: &[S]) -> Vec<String> {
     let mut result = intersection(names, &POD_RESOURCES);
     for name in names.iter().map(AsRef::as_ref) {
-        if name.starts_with(HUGEPAGES_PREFIX) || name.starts_with(REQUESTS_HUGEPAGES_PREFIX) {
+        if is_hugepages(name) {
             result.push(name.to_string());
         }
         if is_extended_resource_name_for_quota(name) {
@@ -108,6 +147,15 @@ pub fn pod_matching<S: AsRef<str>>(names: &[S]) -> Vec<String> {
         }
     }
     result
+}
+
+/// Whether [`pod_matching`] keeps `name`.
+fn pod_covers(name: &str) -> bool {
+    POD_RESOURCES.contains(&name) || is_hugepages(name) || is_extended_resource_name_for_quota(name)
+}
+
+fn is_hugepages(name: &str) -> bool {
+    name.starts_with(HUGEPAGES_PREFIX) || name.starts_with(REQUESTS_HUGEPAGES_PREFIX)
 }
 
 /// `QuotaV1Pod`: false for terminal pods and pods past `deletionTimestamp +
@@ -807,6 +855,35 @@ mod tests {
         }))
     }
 
+    /// What may change without a new charge: conditions only. Anything else the charge
+    /// reads, or a deletion in progress, means evaluating again.
+    #[test]
+    fn same_charge_only_when_conditions_alone_changed() {
+        let pods = Pods::default();
+        let version = |ready: &str, phase: &str, cpu: &str, status_cpu: &str| -> Pod {
+            from(json!({
+                "metadata": {"name": "p", "resourceVersion": "1"},
+                "spec": {"containers": [container("c", json!({"cpu": cpu}), json!({}))]},
+                "status": {"phase": phase,
+                    "conditions": [{"type": "Ready", "status": ready}],
+                    "containerStatuses": [status("c", json!({"requests": {"cpu": status_cpu}}), json!({}))]},
+            }))
+        };
+        let base = version("True", "Running", "1", "1");
+        assert!(pods.same_charge(&base, &version("False", "Running", "1", "1")));
+        assert!(pods.same_charge(&base, &base.clone()));
+        assert!(!pods.same_charge(&base, &version("True", "Succeeded", "1", "1")));
+        assert!(!pods.same_charge(&base, &version("True", "Running", "2", "1")));
+        assert!(!pods.same_charge(&base, &version("True", "Running", "1", "2")));
+        let mut deleting = base.clone();
+        deleting.metadata.deletion_timestamp = Some(now());
+        assert!(!pods.same_charge(&base, &deleting));
+        assert!(!pods.same_charge(&deleting, &deleting.clone()));
+        let mut no_status = base.clone();
+        no_status.status = None;
+        assert!(!pods.same_charge(&base, &no_status));
+    }
+
     #[test]
     fn pod_evaluator_usage_stats() {
         let high_in = || vec![selector("PriorityClass", "In", &["high-priority"])];
@@ -1122,6 +1199,16 @@ mod tests {
                 "requests.deviceclass.resource.kubernetes.io/gpu",
             ]
         );
+        // The replenishment filter keeps exactly the names matching keeps.
+        for name in input {
+            assert_eq!(
+                pod_covers(name),
+                !pod_matching(&[name]).is_empty(),
+                "{name}"
+            );
+        }
+        assert!(pod_covers("requests.cpu") && pod_covers("hugepages-1Gi"));
+        assert!(!pod_covers("services") && !pod_covers("example.com/dongle"));
     }
 
     /// PodLevelResources: `spec.resources` sets the pod's requests, limits and QoS class
