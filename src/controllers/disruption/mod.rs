@@ -169,7 +169,9 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     watch_replicas::<ReplicaSet>(&mut controller, &queue, &disruption, |o| o.spec.replicas);
     watch_replicas::<Deployment>(&mut controller, &queue, &disruption, |o| o.spec.replicas);
     watch_replicas::<StatefulSet>(&mut controller, &queue, &disruption, |o| o.spec.replicas);
-    let d = disruption.clone();
+    // Each item takes one reference, not a copy of the controller's two dozen handles.
+    let shared = Arc::new(disruption);
+    let d = shared.clone();
     controller
         .lane(&queue, workers, move |pdb_key: String| {
             let d = d.clone();
@@ -178,7 +180,7 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         // Upstream's recheck worker hands each due PDB to the main queue, rate limited.
         .relay(&recheck, &queue)
         .lane(&stale, 1, move |pod_key: String| {
-            let d = disruption.clone();
+            let d = shared.clone();
             async move { d.clear_stale_condition(pod_key).await }
         });
     Ok(controller.run().await?)

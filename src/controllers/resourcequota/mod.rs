@@ -211,8 +211,10 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     } else {
         tracing::info!("periodic quota controller resync disabled");
     }
+    // Each item takes one reference, not a copy of the controller's handles.
+    let shared = Arc::new(quota.clone());
     for lane in [&quota.primary, &quota.priority] {
-        let q = quota.clone();
+        let q = shared.clone();
         controller.lane(lane, workers, move |quota_key: String| {
             let q = q.clone();
             async move { q.sync(quota_key).await }
