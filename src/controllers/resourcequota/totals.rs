@@ -29,10 +29,10 @@
 //! Hand-written: no crate keeps Kubernetes quota sums.
 
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::runtime::watching::stored::Stored;
+use crate::runtime::watching::stored::{Named, Stored};
 
 use super::evaluator::{Evaluator, Snapshot};
 use super::scope::QuotaScope;
@@ -154,8 +154,9 @@ fn scope_key(scope: &QuotaScope) -> ScopeKey {
 
 /// The objects of one namespace the sums were made from, and the sums.
 struct Namespace<K> {
-    /// The store's own `Arc` of every object counted (or evaluated at sync), by name.
-    objects: HashMap<String, Arc<K>>,
+    /// The store's own `Arc` of every object counted (or evaluated at sync), by its name
+    /// (not copied into a key: ~40 bytes a pod).
+    objects: HashSet<Named<K>>,
     /// Names of the objects evaluated at each sync instead of summed.
     volatile: BTreeSet<String>,
     scopes: HashMap<ScopeKey, Entry>,
@@ -163,12 +164,11 @@ struct Namespace<K> {
 
 impl<K: Stored> Namespace<K> {
     fn from_objects<E: Evaluator<Object = K>>(evaluator: &E, objects: Vec<Arc<K>>) -> Self {
-        let objects: HashMap<String, Arc<K>> =
-            objects.into_iter().map(|o| (name_of(&*o), o)).collect();
+        let objects: HashSet<Named<K>> = objects.into_iter().map(Named).collect();
         let volatile = objects
             .iter()
-            .filter(|(_, o)| evaluator.volatile(o))
-            .map(|(n, _)| n.clone())
+            .filter(|o| evaluator.volatile(&o.0))
+            .map(|o| name_of(&*o.0))
             .collect();
         Self {
             objects,
@@ -185,7 +185,8 @@ impl<K: Stored> Namespace<K> {
         at: &Snapshot,
     ) -> Entry {
         let mut entry = Entry::new(scope);
-        for (name, object) in &self.objects {
+        for Named(object) in &self.objects {
+            let name = object.place().1;
             if !self.volatile.contains(name) && evaluator.matches(object, &entry.scope) {
                 entry.change(name, &evaluator.usage(object, at), true);
             }
@@ -247,7 +248,7 @@ impl<K: Stored> Namespace<K> {
             add(&mut list, name, sum.total()?)?;
         }
         for name in &self.volatile {
-            let object = self.objects.get(name)?;
+            let Named(object) = self.objects.get(name.as_str())?;
             if !evaluator.matches(object, &entry.scope) {
                 continue;
             }
@@ -268,7 +269,8 @@ impl<K: Stored> Namespace<K> {
         names: &[String],
         at: &Snapshot,
     ) -> Usage {
-        let sorted: BTreeMap<&String, &Arc<K>> = self.objects.iter().collect();
+        let sorted: BTreeMap<&str, &Arc<K>> =
+            self.objects.iter().map(|o| (o.0.place().1, &o.0)).collect();
         sum_usage(
             sorted.into_values().map(|o| &**o),
             names,
@@ -334,14 +336,14 @@ impl<K: Stored, C: Clone + PartialEq> Totals<K, C> {
         let Some(ns) = inner.namespaces.get_mut(namespace) else {
             return;
         };
-        let counted = ns.objects.get(name).cloned();
+        let counted = ns.objects.get(name).map(|o| o.0.clone());
         match (&counted, &current) {
             (Some(a), Some(b)) if Arc::ptr_eq(a, b) => return,
             // The same version in a new Arc (a relist), or a version that charges the same
             // (a readiness flip): nothing to add, only keep the store's copy rather than a
             // second one.
             (Some(a), Some(b)) if same_version(&**a, &**b) || evaluator.same_charge(a, b) => {
-                ns.objects.insert(name.to_string(), b.clone());
+                ns.objects.replace(Named(b.clone()));
                 return;
             }
             _ => {}
@@ -352,7 +354,7 @@ impl<K: Stored, C: Clone + PartialEq> Totals<K, C> {
         }
         if let Some(new) = current {
             ns.count(evaluator, name, &new, true, at);
-            ns.objects.insert(name.to_string(), new);
+            ns.objects.replace(Named(new));
         }
     }
 

@@ -4,9 +4,7 @@
 //! which kube-runtime's shared-stream subscribers never see (kube-rs#1590).
 
 use std::any::{Any, TypeId};
-use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
@@ -19,7 +17,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::listwatch::{InitialList, list_watch};
-use super::stored::Stored;
+use super::stored::{Named, Stored};
 use crate::lock::lock;
 use crate::runtime::connection::reachability;
 use crate::runtime::metrics::Metrics;
@@ -73,30 +71,6 @@ struct Objects<K> {
     by_namespace: HashMap<String, HashSet<Named<K>>>,
     len: usize,
 }
-
-/// A stored object in its namespace's set, hashed and compared by its own name, so the set
-/// needs no copy of the name as a key.
-struct Named<K>(Arc<K>);
-
-impl<K: Stored> Borrow<str> for Named<K> {
-    fn borrow(&self) -> &str {
-        self.0.place().1
-    }
-}
-
-impl<K: Stored> Hash for Named<K> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.0.place().1.hash(state);
-    }
-}
-
-impl<K: Stored> PartialEq for Named<K> {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.place().1 == other.0.place().1
-    }
-}
-
-impl<K: Stored> Eq for Named<K> {}
 
 impl<K> Default for Objects<K> {
     fn default() -> Self {

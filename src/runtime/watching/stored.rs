@@ -5,7 +5,10 @@
 //! kubectl's last-applied annotation (quotas and PDBs keep the annotation, see theirs); workload controllers keep only what the disruption
 //! controller reads (metadata, replicas, the Deployment owner).
 
+use std::borrow::Borrow;
 use std::fmt::Debug;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet, StatefulSet};
@@ -22,6 +25,31 @@ use serde::de::DeserializeOwned;
 use crate::k8s::podgroup::PodGroup;
 use crate::k8s::view;
 use crate::runtime::protobuf::{self, Wire};
+
+/// A stored object in a set of one namespace's objects, hashed and compared by its own name,
+/// so the set needs no copy of the name as a key (the stores' namespace sets, the quota
+/// totals).
+pub struct Named<K>(pub Arc<K>);
+
+impl<K: Stored> Borrow<str> for Named<K> {
+    fn borrow(&self) -> &str {
+        self.0.place().1
+    }
+}
+
+impl<K: Stored> Hash for Named<K> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.place().1.hash(state);
+    }
+}
+
+impl<K: Stored> PartialEq for Named<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.place().1 == other.0.place().1
+    }
+}
+
+impl<K: Stored> Eq for Named<K> {}
 
 /// The annotation `kubectl apply` leaves on objects; large and never read by controllers.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
