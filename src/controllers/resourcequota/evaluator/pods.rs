@@ -83,7 +83,10 @@ impl Evaluator for Pods {
         !self.volatile(old)
             && !self.volatile(new)
             && old.spec == new.spec
-            && old.status.as_ref().map(charged_status) == new.status.as_ref().map(charged_status)
+            && match (&old.status, &new.status) {
+                (Some(a), Some(b)) => same_charged_status(a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            }
     }
 
     /// upstream's DefaultUpdateFilter for pods: usage may have changed.
@@ -112,9 +115,10 @@ fn status_resources(
     })
 }
 
-/// The parts of a pod's status its charge can depend on: all but its conditions. Spelled out
-/// field by field, so a field added to the view must be placed on one side or the other.
-fn charged_status(status: &PodStatus) -> impl PartialEq + '_ {
+/// Whether two statuses agree on all a pod's charge can depend on: all but the conditions.
+/// Spelled out field by field, so a field added to the view must be placed on one side or
+/// the other.
+fn same_charged_status(a: &PodStatus, b: &PodStatus) -> bool {
     let PodStatus {
         conditions: _,
         container_statuses,
@@ -123,15 +127,13 @@ fn charged_status(status: &PodStatus) -> impl PartialEq + '_ {
         phase,
         qos_class,
         resource_claim_statuses,
-    } = status;
-    (
-        container_statuses,
-        extended_resource_claim_status,
-        init_container_statuses,
-        phase,
-        qos_class,
-        resource_claim_statuses,
-    )
+    } = a;
+    *container_statuses == b.container_statuses
+        && *extended_resource_claim_status == b.extended_resource_claim_status
+        && *init_container_statuses == b.init_container_statuses
+        && *phase == b.phase
+        && *qos_class == b.qos_class
+        && *resource_claim_statuses == b.resource_claim_statuses
 }
 
 /// Pod `MatchingResources`: the fixed names (sorted), then hugepages-prefixed names and
