@@ -93,12 +93,18 @@ impl Quantity {
         Self::from_nanos(i128::from(value).saturating_mul(1_000_000), format)
     }
 
-    fn from_nanos(nanos: i128, format: Format) -> Self {
+    /// An exact value in nanounits (10^-9), printed in `format`.
+    pub fn from_nanos(nanos: i128, format: Format) -> Self {
         Self {
             nanos,
             format,
             cached: None,
         }
+    }
+
+    /// The exact value in nanounits (10^-9).
+    pub fn nanos(&self) -> i128 {
+        self.nanos
     }
 
     pub fn format(&self) -> Format {
