@@ -6,9 +6,11 @@ use std::collections::BTreeMap;
 
 use common::{DEADLINE, InProcess, eventually};
 use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kcm::runtime::connection::client::{Clients, load_config};
+use kcm::runtime::metrics::Metrics;
 use kube::api::{Api, PostParams};
-use kube_testserver::TestServer;
+use kube_testserver::{Fault, TestServer};
 use serde_json::json;
 
 const BURST: usize = 4;
@@ -162,4 +164,52 @@ async fn over_tls_connections_are_kept_and_reused() {
     }
     let ttl = by_client.get("ttl-controller").copied().unwrap_or_default();
     assert!((1..=TTL_WORKERS).contains(&ttl), "{by_client:?}");
+}
+
+/// The HTTP stack under every client (src/runtime/connection/transport.rs) keeps kube's
+/// behaviour: a 503 is retried as kube's policy retries it, and over TLS an answer more than
+/// ten times the connection's read buffer arrives whole.
+#[tokio::test]
+async fn the_stack_retries_unavailable_answers_and_reads_large_ones_whole() {
+    const SIZE: usize = 200 * 1024;
+    let server = TestServer::start_with(kube_testserver::Options {
+        tls: true,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let big = json!({ "metadata": { "name": "big" }, "data": { "big": "x".repeat(SIZE) } });
+    Api::<ConfigMap>::namespaced(server.client(), "default")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(big).unwrap(),
+        )
+        .await
+        .unwrap();
+    server.inject(
+        Fault::error(503)
+            .verb("get")
+            .resource("configmaps")
+            .times(2),
+    );
+
+    let config = load_config(Some(server.kubeconfig_path())).await.unwrap();
+    let metrics = Metrics::new().unwrap();
+    let clients = Clients::new(config, 1000.0, 1000, "stack", metrics.rest_client.clone());
+    let api: Api<ConfigMap> = Api::namespaced(clients.client("reader").unwrap(), "default");
+    let read = api.get("big").await.unwrap();
+    let value = read
+        .data
+        .unwrap_or_default()
+        .remove("big")
+        .unwrap_or_default();
+    assert_eq!(value.len(), SIZE);
+    assert!(value.bytes().all(|b| b == b'x'));
+    let codes: Vec<u16> = server
+        .requests()
+        .iter()
+        .filter(|r| r.is("get", "configmaps", "") && r.user_agent.ends_with("kcm/stack/reader"))
+        .map(|r| r.code)
+        .collect();
+    assert_eq!(codes, [503, 503, 200]);
 }

@@ -22,6 +22,7 @@ use super::credentials::{
 };
 use super::reachability::{self, Reachability};
 use super::restclient::{ERROR_CODE, RestClientMetrics};
+use super::transport;
 use crate::lock::lock;
 use crate::runtime::backoff::TokenBucket;
 
@@ -40,12 +41,12 @@ pub enum ClientError {
         kubeconfig: kube::config::KubeconfigError,
         in_cluster: kube::config::InClusterError,
     },
-    #[error("building the client: {0}")]
-    Build(#[from] kube::Error),
     #[error("invalid user agent: {0}")]
     UserAgent(#[from] http::header::InvalidHeaderValue),
     #[error(transparent)]
     Credentials(#[from] CredentialsError),
+    #[error(transparent)]
+    Transport(#[from] transport::TransportError),
 }
 
 /// kube's message for a kubeconfig that cannot be used, without its debug-quoted path
@@ -219,7 +220,10 @@ impl Clients {
             token,
             reachability: self.reachability.clone(),
         };
-        Ok(ClientBuilder::try_from(config)?.with_layer(&layer).build())
+        let stack = transport::stack(&config)?;
+        Ok(ClientBuilder::new(stack, config.default_namespace.clone())
+            .with_layer(&layer)
+            .build())
     }
 }
 

@@ -1,7 +1,8 @@
 //! The connection to the API server: the clients and their client-side rate limit
 //! ([`client`]), each controller's own ServiceAccount credentials ([`credentials`]), whether
 //! the cluster serves an API ([`discovery`]), why the server cannot be reached
-//! ([`reachability`]), and client-go's REST client metrics ([`restclient`]).
+//! ([`reachability`]), client-go's REST client metrics ([`restclient`]), and the HTTP stack
+//! under every client ([`transport`]).
 //!
 //! What travels over it (lists, watches, writes) is in [`super::watching`] and
 //! [`super::writing`].
@@ -11,3 +12,4 @@ pub mod credentials;
 pub mod discovery;
 pub mod reachability;
 pub mod restclient;
+pub mod transport;
