@@ -36,6 +36,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::intern::{Interner, intern};
 use super::selector::LabelSet;
 
+/// The annotation kubelets read (`v1.ObjectTTLAnnotationKey`): the TTL controller's, and
+/// all of a node's metadata kcm stores besides its identity.
+pub const TTL_ANNOTATION: &str = "node.alpha.kubernetes.io/ttl";
+
 /// A pod's `metadata` as controllers read it. Not `managedFields` and `selfLink` (often most
 /// of an object's bytes), nor what no controller reads of a pod: annotations (kubectl's
 /// last-applied one among them), finalizers, generateName, generation, creationTimestamp.

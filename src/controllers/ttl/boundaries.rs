@@ -6,8 +6,7 @@ use serde_json::{Value, json};
 
 use crate::runtime::writing::writer::UpstreamFix;
 
-/// The annotation kubelets read (`v1.ObjectTTLAnnotationKey`).
-pub const TTL_ANNOTATION: &str = "node.alpha.kubernetes.io/ttl";
+pub use crate::k8s::view::TTL_ANNOTATION;
 
 /// One row of upstream's `ttlBoundaries`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
