@@ -6,7 +6,7 @@
 //! - **Each HTTP/1 connection's read buffer is capped** at [`READ_BUFFER_LIMIT`]. hyper grows a
 //!   connection's buffer while reads fill it (up to 400 KiB) and shrinks it only after a run
 //!   of small reads, so the initial lists left every watch and pooled connection holding tens
-//!   to hundreds of KiB for good: 1.7 MiB over the 26 connections of the scale bench, a heap
+//!   to hundreds of KiB for good: 2 MB over the 26 connections of the scale bench, a heap
 //!   profile showed (benches/README.md). One TLS record is 16 KiB, so reads stay whole
 //!   records.
 //! - **No tracing layer.** kube's logs each request's span and failures under a target kcm
