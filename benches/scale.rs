@@ -517,7 +517,8 @@ async fn real_control_plane(size: Size, timeout: Duration) {
 
         real::reset_peak(api);
         let (api_cpu_before, _) = usage(api);
-        let writes_before = real::apiserver_writes(&plane).await;
+        let traffic_before = real::apiserver_traffic(&plane).await;
+        let writes_before = real::writes(&traffic_before);
         let start = Instant::now();
         let manager = start_manager(&plane, run, &log);
         let pid = manager.0.id();
@@ -525,7 +526,12 @@ async fn real_control_plane(size: Size, timeout: Duration) {
         let (api_cpu_cold, api_peak_cold) = usage(api);
         let cold_window = start.elapsed();
         let (cpu_cold, peak_cold) = usage(pid);
-        let writes_cold = real::apiserver_writes(&plane).await;
+        let traffic_cold = real::apiserver_traffic(&plane).await;
+        let writes_cold = real::writes(&traffic_cold);
+        print!(
+            "cold start, what the API server served:\n{}",
+            real::traffic_between(&traffic_before, &traffic_cold)
+        );
         add_convergence(&mut report, "cold start", done);
         report.add(
             "cold start: controller manager CPU",
@@ -567,7 +573,12 @@ async fn real_control_plane(size: Size, timeout: Duration) {
         let (api_cpu_all, api_peak_churn) = usage(api);
         let churn_window = churn_start.elapsed();
         let (cpu_all, peak_all) = usage(pid);
-        let writes_all = real::apiserver_writes(&plane).await;
+        let traffic_all = real::apiserver_traffic(&plane).await;
+        let writes_all = real::writes(&traffic_all);
+        print!(
+            "churn, what the API server served:\n{}",
+            real::traffic_between(&traffic_cold, &traffic_all)
+        );
         add_convergence(&mut report, &format!("churn of {churned} pods"), done);
         report.add(
             "churn: controller manager CPU",

@@ -276,23 +276,68 @@ pub fn reset_peak(pid: u32) {
     }
 }
 
-/// The API server's status writes and node patches so far: quota, PDB, node.
-pub async fn apiserver_writes(plane: &envtest::ControlPlane) -> [f64; 3] {
+/// Counts by name, from the API server's metrics (see `apiserver_traffic`).
+pub type Traffic = std::collections::BTreeMap<String, f64>;
+
+/// What the API server has served so far, by what it counts: requests by verb and resource,
+/// watch events and their bytes by kind, response bytes by verb and resource. The bench's own
+/// seeding, churn and checker are the same for every run, so two runs' differences are the
+/// controller managers'.
+pub async fn apiserver_traffic(plane: &envtest::ControlPlane) -> Traffic {
     let text = plane.metrics().await;
-    let count = |verb: &str, resource: &str, subresource: &str| {
-        envtest::sample_sum(
-            &text,
-            "apiserver_request_total",
-            &[
-                ("verb", verb),
-                ("resource", resource),
-                ("subresource", subresource),
-            ],
-        )
-    };
+    let mut traffic = Traffic::new();
+    for line in text.lines() {
+        let Some((name, rest)) = line.split_once('{') else {
+            continue;
+        };
+        let Some((label_text, value)) = rest.rsplit_once('}') else {
+            continue;
+        };
+        let Ok(value) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        let labels = envtest::parse_labels(label_text);
+        let label = |key: &str| {
+            labels
+                .iter()
+                .find(|(k, _)| k == key)
+                .map_or("", |(_, v)| v.as_str())
+        };
+        let resource = match label("subresource") {
+            "" => label("resource").to_string(),
+            sub => format!("{}/{sub}", label("resource")),
+        };
+        let key = match name {
+            "apiserver_request_total" => format!("requests {} {resource}", label("verb")),
+            "apiserver_response_sizes_sum" => {
+                format!("response bytes {} {resource}", label("verb"))
+            }
+            "apiserver_watch_events_total" => format!("watch events {}", label("kind")),
+            "apiserver_watch_events_sizes_sum" => format!("watch event bytes {}", label("kind")),
+            _ => continue,
+        };
+        *traffic.entry(key).or_insert(0.0) += value;
+    }
+    traffic
+}
+
+/// The counts that grew between two `apiserver_traffic` readings, one per line.
+pub fn traffic_between(before: &Traffic, after: &Traffic) -> String {
+    after
+        .iter()
+        .filter_map(|(key, value)| {
+            let grew = value - before.get(key).copied().unwrap_or(0.0);
+            (grew > 0.0).then(|| format!("  {key}: {grew:.0}\n"))
+        })
+        .collect()
+}
+
+/// The status writes and node patches of an `apiserver_traffic` reading: quota, PDB, node.
+pub fn writes(traffic: &Traffic) -> [f64; 3] {
+    let count = |key: &str| traffic.get(key).copied().unwrap_or(0.0);
     [
-        count("PUT", "resourcequotas", "status"),
-        count("PUT", "poddisruptionbudgets", "status"),
-        count("PATCH", "nodes", ""),
+        count("requests PUT resourcequotas/status"),
+        count("requests PUT poddisruptionbudgets/status"),
+        count("requests PATCH nodes"),
     ]
 }
