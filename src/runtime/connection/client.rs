@@ -21,7 +21,7 @@ use super::credentials::{
     CredentialsError, NAMESPACE, ServiceAccountTokens, TokenCell, TokenPolicy,
 };
 use super::reachability::{self, Reachability};
-use super::restclient::{ERROR_CODE, RestClientMetrics};
+use super::restclient::{ERROR_CODE, HostMetrics, RestClientMetrics};
 use super::transport;
 use crate::lock::lock;
 use crate::runtime::backoff::TokenBucket;
@@ -205,21 +205,17 @@ impl Clients {
         ));
         let url = &config.cluster_url;
         // client-go labels its metrics with the URL's host (and port, when given).
-        let host: Arc<str> = match (url.host(), url.port_u16()) {
-            (Some(host), Some(port)) => format!("{host}:{port}").into(),
-            (Some(host), None) => host.into(),
-            (None, _) => "none".into(),
+        let host = match (url.host(), url.port_u16()) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            (Some(host), None) => host.to_string(),
+            (None, _) => "none".to_string(),
         };
-        let layer = ClientLayer {
-            bucket: Arc::new(Mutex::new(TokenBucket::new(
-                f64::from(self.qps),
-                self.burst,
-            ))),
-            metrics: self.metrics.clone(),
-            host,
+        let layer = ClientLayer(Arc::new(LayerState {
+            bucket: Mutex::new(TokenBucket::new(f64::from(self.qps), self.burst)),
+            metrics: HostMetrics::new(self.metrics.clone(), &host),
             token,
             reachability: self.reachability.clone(),
-        };
+        }));
         let stack = transport::stack(&config)?;
         Ok(ClientBuilder::new(stack, config.default_namespace.clone())
             .with_layer(&layer)
@@ -227,11 +223,14 @@ impl Clients {
     }
 }
 
+/// A client's limiter, metrics and credentials, shared by its requests (one reference count
+/// per request).
 #[derive(Clone)]
-struct ClientLayer {
-    bucket: Arc<Mutex<TokenBucket>>,
-    metrics: RestClientMetrics,
-    host: Arc<str>,
+struct ClientLayer(Arc<LayerState>);
+
+struct LayerState {
+    bucket: Mutex<TokenBucket>,
+    metrics: HostMetrics,
     /// The ServiceAccount token each request carries, under service account credentials.
     token: Option<TokenCell>,
     reachability: Reachability,
@@ -284,22 +283,19 @@ where
     fn call(&mut self, mut req: Request<Body>) -> Self::Future {
         let watch = is_watch(req.uri());
         // Reserve now, so tokens go out in call order even though requests wait apart.
-        let delay = (!watch).then(|| lock(&self.layer.bucket).reserve(Instant::now()));
+        let delay = (!watch).then(|| lock(&self.layer.0.bucket).reserve(Instant::now()));
         let inner = self.inner.clone();
-        let layer = self.layer.clone();
+        let layer = self.layer.0.clone();
         let method = req.method().clone();
         Box::pin(async move {
             let start = Instant::now();
             let metrics = &layer.metrics;
-            let labels = [method.as_str(), &*layer.host];
-            if let Some(delay) = delay {
+            let durations = (!watch).then(|| metrics.durations(&method));
+            if let (Some(delay), Some((rate_limiter, _))) = (delay, &durations) {
                 if !delay.is_zero() {
                     tokio::time::sleep(delay).await;
                 }
-                metrics
-                    .rate_limiter_duration
-                    .with_label_values(&labels)
-                    .observe(start.elapsed().as_secs_f64());
+                rate_limiter.observe(start.elapsed().as_secs_f64());
             }
             // Without a token the request fails as a transport error would (counted so).
             let authorized = match &layer.token {
@@ -327,24 +323,19 @@ where
             {
                 token.refused();
             }
-            let code = match &result {
+            match &result {
                 Ok(resp) => {
                     layer.reachability.answered(Instant::now());
-                    resp.status().as_str().to_string()
+                    metrics.count(resp.status().as_str(), &method);
                 }
                 Err(err) => {
                     if let Some(cause) = reachability::cause(err.as_ref()) {
                         layer.reachability.failed(cause, Instant::now());
                     }
-                    ERROR_CODE.to_string()
+                    metrics.count(ERROR_CODE, &method);
                 }
-            };
-            metrics
-                .requests
-                .with_label_values(&[&code, method.as_str(), &layer.host])
-                .inc();
-            let timer =
-                (!watch).then(|| (metrics.request_duration.with_label_values(&labels), start));
+            }
+            let timer = durations.map(|(_, request)| (request, start));
             match result {
                 Ok(resp) => Ok(resp.map(|body| TimedBody { body, timer })),
                 Err(err) => {

@@ -488,6 +488,8 @@ impl Informers {
             let api = Api::<K::Watched>::all(client);
             let stream = list_watch(api, resource.clone(), initial_list, wire).default_backoff();
             let mut stream = std::pin::pin!(stream);
+            // Resolved once: a label lookup hashes and locks at every event.
+            let store_objects = metrics.store_objects.with_label_values(&[&resource]);
             loop {
                 let event = tokio::select! {
                     _ = shutdown.cancelled() => break,
@@ -504,10 +506,7 @@ impl Informers {
                         }
                         task_informer.handle(event);
                         let count = i64::try_from(task_informer.store.len()).unwrap_or(i64::MAX);
-                        metrics
-                            .store_objects
-                            .with_label_values(&[&resource])
-                            .set(count);
+                        store_objects.set(count);
                     }
                     Some(Err(err)) => {
                         task_informer
