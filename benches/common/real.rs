@@ -280,7 +280,7 @@ pub fn reset_peak(pid: u32) {
 pub type Traffic = std::collections::BTreeMap<String, f64>;
 
 /// What the API server has served so far, by what it counts: requests by verb and resource,
-/// watch events and their bytes by kind, response bytes by verb and resource. The bench's own
+/// watch events and their bytes by resource, response bytes by verb and resource. The bench's own
 /// seeding, churn and checker are the same for every run, so two runs' differences are the
 /// controller managers'.
 pub async fn apiserver_traffic(plane: &envtest::ControlPlane) -> Traffic {
@@ -312,8 +312,13 @@ pub async fn apiserver_traffic(plane: &envtest::ControlPlane) -> Traffic {
             "apiserver_response_sizes_sum" => {
                 format!("response bytes {} {resource}", label("verb"))
             }
-            "apiserver_watch_events_total" => format!("watch events {}", label("kind")),
-            "apiserver_watch_events_sizes_sum" => format!("watch event bytes {}", label("kind")),
+            // Labelled by resource in current releases, by kind in older ones.
+            "apiserver_watch_events_total" => {
+                format!("watch events {}{}", label("resource"), label("kind"))
+            }
+            "apiserver_watch_events_sizes_sum" => {
+                format!("watch event bytes {}{}", label("resource"), label("kind"))
+            }
             _ => continue,
         };
         *traffic.entry(key).or_insert(0.0) += value;
