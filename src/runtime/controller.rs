@@ -138,7 +138,7 @@ impl ControllerBuilder {
         Fut: Future<Output = Result<(), E>> + Send + 'static,
         E: std::fmt::Display + Send + 'static,
     {
-        let (metrics, controller) = (self.metrics.clone(), self.controller);
+        let reconciles = Arc::new(self.metrics.reconciles_of(self.controller));
         let startup = self.startup.clone();
         // Counted at declaration, so every queue is counted before any of them can drain.
         startup.queue();
@@ -146,9 +146,9 @@ impl ControllerBuilder {
         self.stop_at_shutdown(queue);
         self.lanes.push(Box::pin(async move {
             let work = run_workers(work, workers, move |key| {
-                let metrics = metrics.clone();
+                let reconciles = reconciles.clone();
                 let work = reconcile(key);
-                async move { metrics.observe(controller, work).await }
+                async move { reconciles.observe(work).await }
             });
             let first_pass = async {
                 startup.first_drain(|| drained.is_idle()).await;

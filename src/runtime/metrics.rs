@@ -2,12 +2,13 @@
 //! the `process_*` families, plus kcm's own reconcile, write, store, watch, shadow and
 //! leader-election metrics.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use prometheus::core::Collector;
 use prometheus::process_collector::ProcessCollector;
 use prometheus::{
-    HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 use super::connection::restclient::RestClientMetrics;
@@ -269,23 +270,14 @@ impl Metrics {
         }
     }
 
-    /// Runs one reconcile, counting it and timing it under `controller`.
-    pub async fn observe<T, E>(
-        &self,
-        controller: &str,
-        reconcile: impl Future<Output = Result<T, E>>,
-    ) -> Result<T, E> {
-        let timer = self
-            .reconcile_duration
-            .with_label_values(&[controller])
-            .start_timer();
-        let result = reconcile.await;
-        timer.observe_duration();
-        let outcome = if result.is_ok() { "success" } else { "error" };
-        self.reconciles
-            .with_label_values(&[controller, outcome])
-            .inc();
-        result
+    /// `controller`'s reconcile series, to count and time its reconciles.
+    pub fn reconciles_of(&self, controller: &'static str) -> ReconcileSeries {
+        ReconcileSeries {
+            metrics: self.clone(),
+            controller,
+            duration: OnceLock::new(),
+            outcomes: Default::default(),
+        }
     }
 
     /// The text exposition served on `/metrics`.
@@ -298,9 +290,72 @@ impl Metrics {
     }
 }
 
+/// One controller's `kcm_reconcile_duration_seconds` and `kcm_reconcile_total` series, each
+/// resolved at its first use: a label lookup hashes and locks, and every reconcile took two.
+pub struct ReconcileSeries {
+    metrics: Metrics,
+    controller: &'static str,
+    duration: OnceLock<Histogram>,
+    /// Success, error.
+    outcomes: [OnceLock<IntCounter>; 2],
+}
+
+impl ReconcileSeries {
+    /// Runs one reconcile, counting and timing it.
+    pub async fn observe<T, E>(
+        &self,
+        reconcile: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        let timer = self
+            .duration
+            .get_or_init(|| {
+                self.metrics
+                    .reconcile_duration
+                    .with_label_values(&[self.controller])
+            })
+            .start_timer();
+        let result = reconcile.await;
+        timer.observe_duration();
+        let (slot, outcome) = if result.is_ok() {
+            (0, "success")
+        } else {
+            (1, "error")
+        };
+        self.outcomes[slot]
+            .get_or_init(|| {
+                self.metrics
+                    .reconciles
+                    .with_label_values(&[self.controller, outcome])
+            })
+            .inc();
+        result
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_controllers_reconciles_are_counted_by_outcome_and_timed() {
+        let metrics = Metrics::with_disabled(&[]).unwrap();
+        let series = metrics.reconciles_of("ttl");
+        series.observe(async { Ok::<(), ()>(()) }).await.unwrap();
+        series.observe(async { Ok::<(), ()>(()) }).await.unwrap();
+        series
+            .observe(async { Err::<(), ()>(()) })
+            .await
+            .unwrap_err();
+        let count = |outcome| {
+            metrics
+                .reconciles
+                .with_label_values(&["ttl", outcome])
+                .get()
+        };
+        assert_eq!((count("success"), count("error")), (2, 1));
+        let timed = metrics.reconcile_duration.with_label_values(&["ttl"]);
+        assert_eq!(timed.get_sample_count(), 3);
+    }
 
     #[test]
     fn disabled_families_are_neither_listed_nor_served() {

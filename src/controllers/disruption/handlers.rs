@@ -22,7 +22,7 @@ impl Disruption {
         let labels = &pod.labels;
         let mut pdbs: Vec<_> = self
             .pdbs
-            .in_namespace(&pod.namespace().unwrap_or_default())
+            .in_namespace(pod.place().0)
             .into_iter()
             .filter(|pdb| {
                 selector::matches(pdb.spec.as_ref().and_then(|s| s.selector.as_ref()), labels)

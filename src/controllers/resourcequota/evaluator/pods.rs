@@ -24,6 +24,18 @@ const PODS: &str = "pods";
 const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
 const REQUESTS_HUGEPAGES_PREFIX: &str = "requests.hugepages-";
 
+/// The compute resources a pod is charged under three names each: plain, `requests.` and
+/// `limits.`. Spelled out rather than formatted: this runs at every pod change a quota counts.
+const COMPUTE_NAMES: [(&str, &str, &str); 3] = [
+    (CPU, "requests.cpu", "limits.cpu"),
+    (MEMORY, "requests.memory", "limits.memory"),
+    (
+        EPHEMERAL_STORAGE,
+        "requests.ephemeral-storage",
+        "limits.ephemeral-storage",
+    ),
+];
+
 const POD_RESOURCES: [&str; 11] = [
     POD_COUNT,
     CPU,
@@ -221,13 +233,13 @@ pub fn pod_usage(pod: &Pod, now: &Time, gates: QuotaGates) -> Usage {
 /// `podComputeUsageHelper`.
 fn pod_compute_usage(requests: &ResourceList, limits: &ResourceList) -> ResourceList {
     let mut result = ResourceList::from([(PODS.to_string(), one())]);
-    for name in [CPU, MEMORY, EPHEMERAL_STORAGE] {
+    for (name, requests_name, limits_name) in COMPUTE_NAMES {
         if let Some(request) = requests.get(name) {
             result.insert(name.to_string(), request.clone());
-            result.insert(format!("{REQUESTS_PREFIX}{name}"), request.clone());
+            result.insert(requests_name.to_string(), request.clone());
         }
         if let Some(limit) = limits.get(name) {
-            result.insert(format!("limits.{name}"), limit.clone());
+            result.insert(limits_name.to_string(), limit.clone());
         }
     }
     for (name, request) in requests {
@@ -325,6 +337,15 @@ mod tests {
     fn status(name: &str, resources: Value, allocated: Value) -> Value {
         json!({"name": name, "image": "i", "imageID": "", "ready": true, "restartCount": 0,
                "resources": resources, "allocatedResources": allocated})
+    }
+
+    #[test]
+    fn compute_names_are_the_prefixed_names() {
+        for (name, requests_name, limits_name) in COMPUTE_NAMES {
+            assert_eq!(requests_name, format!("{REQUESTS_PREFIX}{name}"));
+            assert_eq!(limits_name, format!("limits.{name}"));
+            assert!(POD_RESOURCES.contains(&requests_name) && POD_RESOURCES.contains(&limits_name));
+        }
     }
 
     #[test]
