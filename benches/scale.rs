@@ -31,7 +31,9 @@
 //! instead (etcd and kube-apiserver, a fresh one per run, seeded, checked and churned through
 //! the API) and measures the API server too: its CPU seconds and peak RSS in the cold-start and
 //! churn windows, beside the controller manager's, and that CPU less the API server's idle
-//! CPU over as long (its idle rate measured over 10 s before each run). The bench checks convergence with one JSON watch per kind (quotas,
+//! CPU over as long (its idle rate measured over 10 s before each run), and prints what the
+//! API server served in each window by its own metrics (requests by verb and resource,
+//! response bytes, watch events and their bytes). The bench checks convergence with one JSON watch per kind (quotas,
 //! PDBs, node metadata), not by polling lists, so that its own load on the API server stays
 //! small and the same for every run. Runs, one after another
 //! (`KCM_BENCH_REAL_RUNS`, default `json,protobuf,upstream`): kcm with
