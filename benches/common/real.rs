@@ -286,17 +286,7 @@ pub type Traffic = std::collections::BTreeMap<String, f64>;
 pub async fn apiserver_traffic(plane: &envtest::ControlPlane) -> Traffic {
     let text = plane.metrics().await;
     let mut traffic = Traffic::new();
-    for line in text.lines() {
-        let Some((name, rest)) = line.split_once('{') else {
-            continue;
-        };
-        let Some((label_text, value)) = rest.rsplit_once('}') else {
-            continue;
-        };
-        let Ok(value) = value.trim().parse::<f64>() else {
-            continue;
-        };
-        let labels = envtest::parse_labels(label_text);
+    for (name, labels, value) in envtest::samples(&text) {
         let label = |key: &str| {
             labels
                 .iter()

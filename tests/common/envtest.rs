@@ -507,24 +507,38 @@ async fn write_probe(client: kube::Client) -> Result<(), String> {
     }
 }
 
+/// Every sample of Prometheus's text format: its metric's name, its labels and its value.
+pub fn samples(text: &str) -> impl Iterator<Item = (&str, Vec<(String, String)>, f64)> {
+    text.lines().filter_map(|line| {
+        if line.starts_with('#') {
+            return None;
+        }
+        let (name, label_text, value) = match line.split_once('{') {
+            Some((name, rest)) => {
+                let (label_text, value) = rest.rsplit_once('}')?;
+                (name, label_text, value)
+            }
+            None => {
+                let (name, value) = line.split_once(' ')?;
+                (name, "", value)
+            }
+        };
+        let value = value.split_whitespace().next()?.parse::<f64>().ok()?;
+        Some((name, parse_labels(label_text), value))
+    })
+}
+
 /// The sum of the samples of metric `name` whose labels include every pair of `labels`, from
 /// Prometheus's text format.
 pub fn sample_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    text.lines()
-        .filter_map(|line| {
-            let rest = line.strip_prefix(name)?;
-            let (label_text, value) = match rest.strip_prefix('{') {
-                Some(inner) => inner.rsplit_once('}')?,
-                None if rest.starts_with(' ') => ("", rest),
-                None => return None,
-            };
-            let parsed = parse_labels(label_text);
-            labels
-                .iter()
-                .all(|(k, v)| parsed.iter().any(|(pk, pv)| pk == k && pv == v))
-                .then(|| value.split_whitespace().next()?.parse::<f64>().ok())
-                .flatten()
+    samples(text)
+        .filter(|(sample, parsed, _)| {
+            *sample == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| parsed.iter().any(|(pk, pv)| pk == k && pv == v))
         })
+        .map(|(_, _, value)| value)
         .sum()
 }
 
