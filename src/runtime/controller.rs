@@ -151,7 +151,7 @@ impl ControllerBuilder {
                 async move { reconciles.observe(work).await }
             });
             let first_pass = async {
-                startup.first_drain(|| drained.is_idle()).await;
+                startup.first_drain(drained.until_idle()).await;
                 std::future::pending::<()>().await
             };
             tokio::select! {

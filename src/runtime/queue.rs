@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
 use prometheus::{
     Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry,
@@ -30,8 +32,6 @@ use tokio::time::Instant;
 use super::backoff::RateLimiter;
 use crate::lock::lock;
 
-/// client-go's `defaultUnfinishedWorkUpdatePeriod`.
-const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
 /// client-go restarts a crashed worker through `wait.Until(worker, time.Second, stopCh)`.
 const WORKER_RESTART_DELAY: Duration = Duration::from_secs(1);
 /// Longer delays are clamped so `now + delay` cannot overflow; for a controller this is "never".
@@ -56,6 +56,44 @@ pub struct WorkqueueMetrics {
     pub unfinished_work: GaugeVec,
     pub longest_running_processor: GaugeVec,
     pub retries: IntCounterVec,
+    /// The queues whose unfinished work is measured when the registry is gathered.
+    live: Arc<Mutex<Vec<Weak<dyn Unfinished>>>>,
+}
+
+/// A queue that can set its unfinished-work gauges from the keys it is processing.
+trait Unfinished: Send + Sync {
+    fn update_unfinished_work(&self, now: Instant);
+}
+
+/// `workqueue_unfinished_work_seconds` and `workqueue_longest_running_processor_seconds`, set
+/// from every live queue when gathered. client-go refreshes them every 500 ms from a timer per
+/// queue; here they are measured at the scrape, so they are never older than it, and no queue
+/// wakes the process twice a second for a scrape that comes every 15 s or so.
+struct UnfinishedWork {
+    unfinished_work: GaugeVec,
+    longest_running_processor: GaugeVec,
+    live: Arc<Mutex<Vec<Weak<dyn Unfinished>>>>,
+}
+
+impl Collector for UnfinishedWork {
+    fn desc(&self) -> Vec<&Desc> {
+        let mut descs = self.unfinished_work.desc();
+        descs.extend(self.longest_running_processor.desc());
+        descs
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let now = Instant::now();
+        lock(&self.live).retain(|queue| {
+            queue
+                .upgrade()
+                .map(|queue| queue.update_unfinished_work(now))
+                .is_some()
+        });
+        let mut families = self.unfinished_work.collect();
+        families.extend(self.longest_running_processor.collect());
+        families
+    }
 }
 
 impl WorkqueueMetrics {
@@ -111,6 +149,7 @@ impl WorkqueueMetrics {
                 ),
                 LABELS,
             )?,
+            live: Arc::default(),
             retries: IntCounterVec::new(
                 Opts::new(
                     "workqueue_retries_total",
@@ -123,8 +162,11 @@ impl WorkqueueMetrics {
         registry.register(Box::new(metrics.adds.clone()))?;
         registry.register(Box::new(metrics.queue_duration.clone()))?;
         registry.register(Box::new(metrics.work_duration.clone()))?;
-        registry.register(Box::new(metrics.unfinished_work.clone()))?;
-        registry.register(Box::new(metrics.longest_running_processor.clone()))?;
+        registry.register(Box::new(UnfinishedWork {
+            unfinished_work: metrics.unfinished_work.clone(),
+            longest_running_processor: metrics.longest_running_processor.clone(),
+            live: Arc::clone(&metrics.live),
+        }))?;
         registry.register(Box::new(metrics.retries.clone()))?;
         Ok(metrics)
     }
@@ -188,6 +230,8 @@ struct Inner<K> {
     state: Mutex<State<K>>,
     /// Wakes `get` callers waiting for a key.
     item_ready: Notify,
+    /// Wakes `until_idle` callers when the last key being processed is done.
+    idle: Notify,
     /// Wakes the timer task; shared separately so the task need not keep the queue alive.
     timer_wake: Arc<Notify>,
     timer_started: AtomicBool,
@@ -285,6 +329,13 @@ impl<K: QueueKey> Inner<K> {
     }
 }
 
+impl<K: QueueKey> Unfinished for Inner<K> {
+    fn update_unfinished_work(&self, now: Instant) {
+        let state = self.lock();
+        self.update_unfinished_work_locked(&state, now);
+    }
+}
+
 /// client-go's rate-limiting work queue. Clones share one queue.
 pub struct WorkQueue<K> {
     inner: Arc<Inner<K>>,
@@ -348,11 +399,16 @@ impl<K: QueueKey> WorkQueue<K> {
                     processing_since: HashMap::new(),
                 }),
                 item_ready: Notify::new(),
+                idle: Notify::new(),
                 timer_wake: Arc::new(Notify::new()),
                 timer_started: AtomicBool::new(false),
                 shutdown,
             }),
         };
+        if queue.inner.metrics.is_some() {
+            let live: Weak<dyn Unfinished> = Arc::downgrade(&queue.inner) as _;
+            lock(&metrics.live).push(live);
+        }
         queue.ensure_timer();
         queue
     }
@@ -453,6 +509,9 @@ impl<K: QueueKey> WorkQueue<K> {
             state.fifo.push_back(key.clone());
             self.inner.item_ready.notify_one();
         }
+        if state.fifo.is_empty() && state.processing.is_empty() {
+            self.inner.idle.notify_waiters();
+        }
     }
 
     /// Stops accepting keys and drops delayed ones; `get` keeps handing out what is queued and
@@ -498,12 +557,17 @@ impl<K: QueueKey> WorkQueue<K> {
         state.fifo.is_empty() && state.processing.is_empty()
     }
 
-    /// Sets `workqueue_unfinished_work_seconds` and `workqueue_longest_running_processor_seconds`
-    /// from the keys being processed now. The queue's timer task calls this every 500 ms.
-    pub fn update_unfinished_work(&self) {
-        let state = self.inner.lock();
-        self.inner
-            .update_unfinished_work_locked(&state, Instant::now());
+    /// Resolves once the queue [`is_idle`](Self::is_idle): at once if it is.
+    pub async fn until_idle(&self) {
+        loop {
+            let mut done = pin!(self.inner.idle.notified());
+            // Registered before the check, so a `done` in between is not missed.
+            done.as_mut().enable();
+            if self.is_idle() {
+                return;
+            }
+            done.await;
+        }
     }
 
     /// Starts the timer task once a tokio runtime is available (construction may happen
@@ -518,22 +582,17 @@ impl<K: QueueKey> WorkQueue<K> {
         if self.inner.timer_started.swap(true, Ordering::AcqRel) {
             return;
         }
-        let first_update = Instant::now() + UNFINISHED_WORK_UPDATE_PERIOD;
         runtime.spawn(run_timer(
             Arc::downgrade(&self.inner),
             Arc::clone(&self.inner.timer_wake),
-            first_update,
         ));
     }
 }
 
-/// client-go's `waitingLoop` plus `updateUnfinishedWorkLoop`: releases delayed keys on time and
-/// refreshes the unfinished-work gauges. Exits on shutdown or when the queue is dropped.
-async fn run_timer<K: QueueKey>(
-    queue: Weak<Inner<K>>,
-    wake: Arc<Notify>,
-    mut next_unfinished_update: Instant,
-) {
+/// client-go's `waitingLoop`: releases delayed keys on time. (Its `updateUnfinishedWorkLoop`
+/// is [`UnfinishedWork`], measured at the scrape.) Exits on shutdown or when the queue is
+/// dropped.
+async fn run_timer<K: QueueKey>(queue: Weak<Inner<K>>, wake: Arc<Notify>) {
     loop {
         let deadline = {
             let Some(inner) = queue.upgrade() else {
@@ -543,21 +602,7 @@ async fn run_timer<K: QueueKey>(
             if state.shutting_down {
                 return;
             }
-            let now = Instant::now();
-            let next_ready = inner.release_due_locked(&mut state, now);
-            let next_update = if inner.metrics.is_some() {
-                if now >= next_unfinished_update {
-                    inner.update_unfinished_work_locked(&state, now);
-                    next_unfinished_update = now + UNFINISHED_WORK_UPDATE_PERIOD;
-                }
-                Some(next_unfinished_update)
-            } else {
-                None
-            };
-            match (next_ready, next_update) {
-                (Some(ready), Some(update)) => Some(ready.min(update)),
-                (ready, update) => ready.or(update),
-            }
+            inner.release_due_locked(&mut state, Instant::now())
         };
         // `wake` is notify_one'd, so a wake-up sent before we wait is kept, not lost.
         match deadline {
@@ -1101,27 +1146,63 @@ mod tests {
         );
     }
 
+    /// The two unfinished-work gauges of queue `q`, as a scrape reads them.
+    fn scrape_unfinished(registry: &Registry) -> (f64, f64) {
+        let families = registry.gather();
+        let value = |name: &str| {
+            families
+                .iter()
+                .find(|family| family.name() == name)
+                .map_or(f64::NAN, |family| {
+                    family.get_metric()[0].get_gauge().get_value()
+                })
+        };
+        (
+            value("workqueue_unfinished_work_seconds"),
+            value("workqueue_longest_running_processor_seconds"),
+        )
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn unfinished_work_gauges_track_keys_in_processing() {
-        let (queue, metrics) = queue::<&str>("q");
-        let unfinished = metrics.unfinished_work.with_label_values(&["q"]);
-        let longest = metrics.longest_running_processor.with_label_values(&["q"]);
+    async fn unfinished_work_is_measured_at_the_scrape() {
+        let (registry, metrics) = registry_and_metrics();
+        let queue = WorkQueue::<&str>::new("q", &metrics);
         queue.add("a");
         queue.add("b");
         let a = get_now(&queue).await;
         advance(ms(500)).await;
         let b = get_now(&queue).await;
-        // The timer task refreshes every 500ms; it last ran at 500ms.
         advance(ms(1000)).await;
-        assert_eq!((unfinished.get(), longest.get()), (2.5, 1.5));
-
+        assert_eq!(scrape_unfinished(&registry), (2.5, 1.5));
+        // Not a timer's last value: the ages at this scrape.
         advance(ms(100)).await;
-        queue.update_unfinished_work();
-        assert_eq!((unfinished.get(), longest.get()), (2.7, 1.6));
+        assert_eq!(scrape_unfinished(&registry), (2.7, 1.6));
         queue.done(&a);
         queue.done(&b);
-        queue.update_unfinished_work();
-        assert_eq!((unfinished.get(), longest.get()), (0.0, 0.0));
+        assert_eq!(scrape_unfinished(&registry), (0.0, 0.0));
+        // A dropped queue is no longer measured.
+        drop(queue);
+        scrape_unfinished(&registry);
+        assert!(lock(&metrics.live).is_empty());
+    }
+
+    #[tokio::test]
+    async fn until_idle_waits_for_the_last_key_to_be_done() {
+        let (queue, _) = queue::<&str>("q");
+        queue.until_idle().await;
+        queue.add("a");
+        queue.add("b");
+        let a = get_now(&queue).await;
+        let mut idle = pin!(queue.until_idle());
+        assert!(futures::poll!(idle.as_mut()).is_pending(), "b is queued");
+        let b = get_now(&queue).await;
+        queue.done(&a);
+        assert!(
+            futures::poll!(idle.as_mut()).is_pending(),
+            "b is being processed"
+        );
+        queue.done(&b);
+        assert!(futures::poll!(idle.as_mut()).is_ready(), "nothing left");
     }
 
     #[tokio::test]

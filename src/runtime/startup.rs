@@ -4,13 +4,9 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use crate::lock::lock;
 use tokio::time::Instant;
-
-/// How often a queue is checked for its first drain; the line is informative, not a deadline.
-const DRAIN_POLL: Duration = Duration::from_millis(100);
 
 type Count = Box<dyn Fn() -> usize + Send + Sync>;
 
@@ -86,12 +82,11 @@ impl Startup {
         self.inner.queues.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Resolves when `idle` first holds (polled), then counts that queue as drained and logs
-    /// the first full pass when it was the last. Never resolves if the queue never drains.
-    pub async fn first_drain(&self, idle: impl Fn() -> bool) {
-        while !idle() {
-            tokio::time::sleep(DRAIN_POLL).await;
-        }
+    /// Waits for `drained` (a queue's first idle moment), then counts that queue as drained
+    /// and logs the first full pass when it was the last. Never resolves if the queue never
+    /// drains.
+    pub async fn first_drain(&self, drained: impl Future<Output = ()>) {
+        drained.await;
         let drained = self.inner.drained.fetch_add(1, Ordering::SeqCst) + 1;
         if drained == self.inner.queues.load(Ordering::SeqCst) {
             tracing::info!(
