@@ -148,6 +148,26 @@ impl TokenBucket {
         duration_from_seconds(-self.tokens / self.qps)
     }
 
+    /// As [`reserve`](Self::reserve), but a wait ends on a beat of a clock that ticks at the
+    /// bucket's rate from `epoch`. Buckets of one rate and epoch (every client's, as they share
+    /// `--kube-api-qps`) then release their waiting requests at the same instants: one wake-up
+    /// of the process for all of them, not one each. The rate holds, as a token is only ever
+    /// used later than it was earned, never earlier; a request waits at most one beat longer.
+    pub fn reserve_on_beat(&mut self, now: Instant, epoch: Instant) -> Duration {
+        let delay = self.reserve(now);
+        if delay.is_zero() || !(self.qps.is_finite() && self.qps > 0.0) {
+            return delay;
+        }
+        let beat = 1.0 / self.qps;
+        let on_beat = now.checked_add(delay).and_then(|due| {
+            let since_epoch = due.saturating_duration_since(epoch).as_secs_f64();
+            epoch.checked_add(duration_from_seconds((since_epoch / beat).ceil() * beat))
+        });
+        on_beat.map_or(delay, |on_beat| {
+            on_beat.saturating_duration_since(now).max(delay)
+        })
+    }
+
     fn refill(&mut self, now: Instant) {
         if let Some(last) = self.last_refill {
             // A `now` earlier than the last refill adds nothing and does not move `last` back,
@@ -283,6 +303,35 @@ mod tests {
             assert_eq!(limiter.when(&key, much_later), ms(5), "key {key}");
         }
         assert_eq!(limiter.when(&3000, much_later), ms(100));
+    }
+
+    #[test]
+    fn waits_end_on_the_beat_and_never_before_the_token() {
+        let epoch = Instant::now();
+        let mut first = TokenBucket::new(20.0, 1);
+        let mut second = TokenBucket::new(20.0, 1);
+        // 7 ms and 31 ms past a beat, each bucket spends its burst, then waits.
+        let (a, b) = (epoch + ms(1007), epoch + ms(1031));
+        assert_eq!(first.reserve_on_beat(a, epoch), Duration::ZERO);
+        assert_eq!(second.reserve_on_beat(b, epoch), Duration::ZERO);
+        let mut due_first = Vec::new();
+        let mut due_second = Vec::new();
+        for _ in 0..4 {
+            due_first.push(a + first.reserve_on_beat(a, epoch) - epoch);
+            due_second.push(b + second.reserve_on_beat(b, epoch) - epoch);
+        }
+        // Earned at 1057, 1107, … and 1081, 1131, …: both released on the beats after.
+        assert_eq!(due_first, [ms(1100), ms(1150), ms(1200), ms(1250)]);
+        assert_eq!(due_second, [ms(1100), ms(1150), ms(1200), ms(1250)]);
+        // A token earned on a beat is not held back.
+        let mut on_beat = TokenBucket::new(20.0, 1);
+        let c = epoch + ms(2000);
+        on_beat.reserve_on_beat(c, epoch);
+        assert_eq!(on_beat.reserve_on_beat(c, epoch), ms(50));
+        // No rate, no beat: the bucket's own answer.
+        let mut stopped = TokenBucket::new(0.0, 1);
+        stopped.reserve_on_beat(c, epoch);
+        assert_eq!(stopped.reserve_on_beat(c, epoch), MAX_BUCKET_DELAY);
     }
 
     #[test]

@@ -123,6 +123,8 @@ pub struct Clients {
     /// Shared by every client: an unreachable server is one outage in the log, not one
     /// line per failed request of each client.
     reachability: Reachability,
+    /// Where every client's token beats are counted from (see `TokenBucket::reserve_on_beat`).
+    epoch: Instant,
 }
 
 impl Clients {
@@ -143,6 +145,7 @@ impl Clients {
             metrics,
             service_accounts: None,
             reachability,
+            epoch: Instant::now(),
         }
     }
 
@@ -212,6 +215,7 @@ impl Clients {
         };
         let layer = ClientLayer(Arc::new(LayerState {
             bucket: Mutex::new(TokenBucket::new(f64::from(self.qps), self.burst)),
+            epoch: self.epoch,
             metrics: HostMetrics::new(self.metrics.clone(), &host),
             token,
             reachability: self.reachability.clone(),
@@ -230,6 +234,8 @@ struct ClientLayer(Arc<LayerState>);
 
 struct LayerState {
     bucket: Mutex<TokenBucket>,
+    /// The clients' shared beat: waiting requests of all clients go out together.
+    epoch: Instant,
     metrics: HostMetrics,
     /// The ServiceAccount token each request carries, under service account credentials.
     token: Option<TokenCell>,
@@ -282,10 +288,11 @@ where
 
     fn call(&mut self, mut req: Request<Body>) -> Self::Future {
         let watch = is_watch(req.uri());
-        // Reserve now, so tokens go out in call order even though requests wait apart.
-        let delay = (!watch).then(|| lock(&self.layer.0.bucket).reserve(Instant::now()));
-        let inner = self.inner.clone();
         let layer = self.layer.0.clone();
+        // Reserve now, so tokens go out in call order even though requests wait apart.
+        let delay =
+            (!watch).then(|| lock(&layer.bucket).reserve_on_beat(Instant::now(), layer.epoch));
+        let inner = self.inner.clone();
         let method = req.method().clone();
         Box::pin(async move {
             let start = Instant::now();
