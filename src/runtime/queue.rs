@@ -406,8 +406,10 @@ impl<K: QueueKey> WorkQueue<K> {
             }),
         };
         if queue.inner.metrics.is_some() {
-            let live: Weak<dyn Unfinished> = Arc::downgrade(&queue.inner) as _;
-            lock(&metrics.live).push(live);
+            let mut live = lock(&metrics.live);
+            // Queues dropped since the last scrape leave here too, so restarts never pile up.
+            live.retain(|queue| queue.strong_count() > 0);
+            live.push(Arc::downgrade(&queue.inner) as Weak<dyn Unfinished>);
         }
         queue.ensure_timer();
         queue
@@ -1180,10 +1182,14 @@ mod tests {
         queue.done(&a);
         queue.done(&b);
         assert_eq!(scrape_unfinished(&registry), (0.0, 0.0));
-        // A dropped queue is no longer measured.
+        // A dropped queue is no longer measured, nor kept once another queue starts.
         drop(queue);
         scrape_unfinished(&registry);
         assert!(lock(&metrics.live).is_empty());
+        let first = WorkQueue::<&str>::new("first", &metrics);
+        drop(first);
+        let _second = WorkQueue::<&str>::new("second", &metrics);
+        assert_eq!(lock(&metrics.live).len(), 1);
     }
 
     #[tokio::test]
