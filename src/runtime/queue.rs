@@ -312,11 +312,14 @@ impl<K: QueueKey> Inner<K> {
         }
         None
     }
+}
 
-    fn update_unfinished_work_locked(&self, state: &State<K>, now: Instant) {
+impl<K: QueueKey> Unfinished for Inner<K> {
+    fn update_unfinished_work(&self, now: Instant) {
         let Some(metrics) = &self.metrics else {
             return;
         };
+        let state = self.lock();
         let (total, longest) = state.processing_since.values().fold(
             (0.0_f64, 0.0_f64),
             |(total, longest), started| {
@@ -326,13 +329,6 @@ impl<K: QueueKey> Inner<K> {
         );
         metrics.unfinished_work.set(total);
         metrics.longest_running_processor.set(longest);
-    }
-}
-
-impl<K: QueueKey> Unfinished for Inner<K> {
-    fn update_unfinished_work(&self, now: Instant) {
-        let state = self.lock();
-        self.update_unfinished_work_locked(&state, now);
     }
 }
 
@@ -554,7 +550,7 @@ impl<K: QueueKey> WorkQueue<K> {
     }
 
     /// Nothing ready and nothing being processed (delayed keys may still be waiting).
-    pub fn is_idle(&self) -> bool {
+    fn is_idle(&self) -> bool {
         let state = self.inner.lock();
         state.fifo.is_empty() && state.processing.is_empty()
     }
