@@ -7,10 +7,32 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::controllers::controller::Controller;
 use crate::features::FeatureGates;
 use crate::runtime::protobuf::ContentType;
+pub use crate::runtime::serving::options::SecureServing;
 use crate::runtime::watching::listwatch::InitialList;
+
+/// The kube-controller-manager controllers kcm implements, in canonical order. The list is
+/// here, below the controllers, because the settings say which run; all else about one (its
+/// names, gates, RBAC, how it runs) is in its `Descriptor` (`crate::controllers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Controller {
+    ResourceQuota,
+    ResourceClaim,
+    Disruption,
+    Ttl,
+    StorageVersionGc,
+}
+
+impl Controller {
+    pub const ALL: [Controller; 5] = [
+        Controller::ResourceQuota,
+        Controller::ResourceClaim,
+        Controller::Disruption,
+        Controller::Ttl,
+        Controller::StorageVersionGc,
+    ];
+}
 
 /// Everything the command line says, checked and resolved.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,27 +90,6 @@ pub struct Settings {
     pub notes: Vec<String>,
     /// Said once at start, at warning level (e.g. an unrecognized feature gate).
     pub warnings: Vec<String>,
-}
-
-/// The secure port and its delegated authentication and authorization, checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SecureServing {
-    pub addr: SocketAddr,
-    /// `None`: the self-signed certificate stays in memory.
-    pub cert_dir: Option<PathBuf>,
-    /// `--tls-cert-file` and `--tls-private-key-file`; `None`: self-signed.
-    pub cert_key: Option<(PathBuf, PathBuf)>,
-    pub client_ca_file: Option<PathBuf>,
-    pub authentication_kubeconfig: Option<PathBuf>,
-    pub authorization_kubeconfig: Option<PathBuf>,
-    pub authentication_skip_lookup: bool,
-    pub tolerate_lookup_failure: bool,
-    pub tls: crate::runtime::serving::options::TlsOptions,
-    pub request_header: crate::runtime::serving::options::RequestHeaderOptions,
-    pub token_cache_ttl: Duration,
-    pub authorized_cache_ttl: Duration,
-    pub unauthorized_cache_ttl: Duration,
-    pub always_allow_paths: Vec<String>,
 }
 
 /// Validated leader-election timing (client-go's rules hold) and Lease location.

@@ -1,7 +1,6 @@
 //! The controllers, and what each is given to run: a client, the shared informers, the one
 //! write path, events, queues and the shutdown signal. Controllers never call each other.
 
-pub mod controller;
 pub mod disruption;
 mod error;
 pub mod resourceclaim;
@@ -16,7 +15,6 @@ use futures::future::BoxFuture;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
-pub use self::controller::Controller;
 pub use self::error::{ControllerError, joined};
 use crate::features::{FeatureGate, FeatureGates};
 use crate::runtime::clock::Clock;
@@ -28,6 +26,7 @@ use crate::runtime::watching::informer::Informers;
 use crate::runtime::writing::events::EventRecorder;
 use crate::runtime::writing::events::sink::ApiSink;
 use crate::runtime::writing::writer::ApiWriter;
+pub use crate::settings::Controller;
 use crate::settings::Settings;
 
 /// What a controller runs with.

@@ -31,8 +31,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 
+use self::options::SecureServing;
 use super::metrics::Metrics;
-use crate::settings::SecureServing;
 
 /// Where the API server publishes the client CA and the front-proxy settings for delegated
 /// authentication.

@@ -7,7 +7,30 @@
 //! that names what kcm supports, rather than silently weakened or ignored.
 
 use std::fmt;
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
+
+/// The secure port and its delegated authentication and authorization, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecureServing {
+    pub addr: SocketAddr,
+    /// `None`: the self-signed certificate stays in memory.
+    pub cert_dir: Option<PathBuf>,
+    /// `--tls-cert-file` and `--tls-private-key-file`; `None`: self-signed.
+    pub cert_key: Option<(PathBuf, PathBuf)>,
+    pub client_ca_file: Option<PathBuf>,
+    pub authentication_kubeconfig: Option<PathBuf>,
+    pub authorization_kubeconfig: Option<PathBuf>,
+    pub authentication_skip_lookup: bool,
+    pub tolerate_lookup_failure: bool,
+    pub tls: TlsOptions,
+    pub request_header: RequestHeaderOptions,
+    pub token_cache_ttl: Duration,
+    pub authorized_cache_ttl: Duration,
+    pub unauthorized_cache_ttl: Duration,
+    pub always_allow_paths: Vec<String>,
+}
 
 /// Go's `tls.CipherSuites()` (the secure list): TLS 1.3, ECDHE with CBC-SHA, ECDHE with AEAD.
 const GO_SECURE: &[&str] = &[
