@@ -1,6 +1,7 @@
-//! The secure port's TLS and front-proxy settings, as plain data with upstream's value syntax
-//! (k8s.io/apiserver's `SecureServingOptions`, `RequestHeaderAuthenticationOptions`, and
-//! component-base's cipher-suite, TLS-version and namedCertKey flags), checked when parsed.
+//! The secure port's settings (`SecureServing`), and its TLS and front-proxy parts, as plain
+//! data with upstream's value syntax (k8s.io/apiserver's `SecureServingOptions`,
+//! `RequestHeaderAuthenticationOptions`, and component-base's cipher-suite, TLS-version and
+//! namedCertKey flags), checked when parsed.
 //!
 //! kcm's TLS is rustls with the ring provider, which implements fewer suites, versions and
 //! curves than Go's crypto/tls: a value Go accepts but rustls lacks is refused with a message
