@@ -1014,6 +1014,48 @@ impl Drop for Upstream {
     }
 }
 
+/// The real server answers kcm's quota discovery with aggregated discovery (two documents),
+/// and the preferred resources made of it name what upstream's quota controller counts.
+#[tokio::test]
+async fn quota_discovery_reads_the_real_servers_aggregated_documents() {
+    use kcm::controllers::resourcequota::discovery::{preferred_lists, quotable};
+    use kcm::runtime::connection::discovery::aggregated;
+    let Some(plane) = envtest::shared() else {
+        return;
+    };
+    let _shared = CLUSTER.read().await;
+    let client = plane.client().await;
+    let mut counted = Vec::new();
+    for core in [true, false] {
+        let document = aggregated(&client, core)
+            .await
+            .unwrap_or_else(|e| panic!("discovery: {e}"))
+            .unwrap_or_else(|| panic!("no aggregated answer (core {core})"));
+        for list in preferred_lists(&document) {
+            counted.extend(quotable(&list).into_iter().map(|q| q.count_name));
+        }
+    }
+    for name in [
+        "pods",
+        "configmaps",
+        "resourcequotas",
+        "deployments.apps",
+        "resourceclaims.resource.k8s.io",
+    ] {
+        assert!(counted.iter().any(|c| c == name), "{name} in {counted:?}");
+    }
+    // Not quotable: cluster-scoped, ignored by upstream, or without the four verbs.
+    for name in [
+        "nodes",
+        "events",
+        "events.events.k8s.io",
+        "bindings",
+        "tokenreviews.authentication.k8s.io",
+    ] {
+        assert!(!counted.iter().any(|c| c == name), "{name} in {counted:?}");
+    }
+}
+
 /// Upstream keeps the statuses; kcm `--shadow`, started once they settled, computes the same
 /// and would write nothing.
 #[tokio::test]

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use common::{DEADLINE, InProcess, eventually};
 use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube_testserver::{Fault, ResourceType, TestServer};
+use kube_testserver::{Fault, Options, ResourceType, TestServer};
 use serde_json::{Value, json};
 
 const NS: &str = "default";
@@ -294,6 +294,55 @@ async fn counts_a_type_registered_at_run_time_and_survives_its_failures() {
     )
     .await;
     kcm.stop().await;
+}
+
+/// The quota controller's discovery of countable types (every 30 s) asks `/api` and `/apis`
+/// for aggregated discovery, two requests as client-go's discovery makes them, instead of
+/// one per group/version; a server without aggregated discovery gets the legacy requests,
+/// and the count is the same either way.
+#[tokio::test]
+async fn quota_discovery_is_aggregated_and_falls_back_to_the_legacy_documents() {
+    for aggregated in [true, false] {
+        let server = TestServer::start_with(Options {
+            aggregated_discovery: aggregated,
+            ..Options::default()
+        })
+        .await
+        .unwrap();
+        let quotas: Api<ResourceQuota> = Api::namespaced(server.client(), NS);
+        server.store().register(ResourceType::custom(
+            "example.com",
+            "v1",
+            "widgets",
+            "Widget",
+        ));
+        let kcm = InProcess::start(&server, &["--controllers=resourcequota"]).await;
+        create_widget(&server, "w").await;
+        create_quota(&quotas, "q", json!({ "count/widgets.example.com": "5" })).await;
+        wait_used(&quotas, "q", map(&[("count/widgets.example.com", "1")])).await;
+        kcm.stop().await;
+
+        let quota_discovery: Vec<String> = server
+            .requests()
+            .into_iter()
+            .filter(|r| {
+                r.info.verb == "discovery" && r.user_agent.ends_with("/resourcequota-controller")
+            })
+            .map(|r| r.path)
+            .collect();
+        // The legacy documents: one per group/version (a startup check of the API the
+        // ResourceClaim evaluator reads asks for its own, either way).
+        let per_group = |path: &str| path == "/apis/example.com/v1" || path == "/api/v1";
+        assert!(
+            quota_discovery.iter().any(|p| p == "/apis"),
+            "aggregated {aggregated}: {quota_discovery:?}"
+        );
+        assert_eq!(
+            quota_discovery.iter().any(|p| per_group(p)),
+            !aggregated,
+            "aggregated {aggregated}: {quota_discovery:?}"
+        );
+    }
 }
 
 /// kubernetes#142072: upstream's quota monitor leaves an event handler on the shared

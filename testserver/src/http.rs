@@ -17,6 +17,7 @@ use rand::Rng;
 use serde_json::{Value, json};
 
 use crate::codec;
+use crate::discovery::{self, group_list};
 use crate::error::ApiError;
 use crate::faults::{Faults, RequestInfo, RequestRecord};
 use crate::rbac;
@@ -41,6 +42,8 @@ pub(crate) struct Shared {
     pub watch_list: bool,
     /// See [`crate::Options::protobuf`].
     pub protobuf: bool,
+    /// See [`crate::Options::aggregated_discovery`].
+    pub aggregated_discovery: bool,
     /// Bytes of every response body sent so far.
     pub bytes_sent: Arc<AtomicU64>,
 }
@@ -70,6 +73,11 @@ fn json_response(code: u16, body: &Value) -> Response {
         body.to_string(),
     )
         .into_response()
+}
+
+/// A 200 in JSON under a more specific media type (`application/json;g=…;v=…;as=…`).
+fn typed_json_response(content_type: &'static str, body: &Value) -> Response {
+    ([(header::CONTENT_TYPE, content_type)], body.to_string()).into_response()
 }
 
 /// The real API server gzips a response body above 128 KiB when the client accepts gzip
@@ -317,6 +325,8 @@ async fn handle(
                 body_error: body_error.as_deref(),
                 table: table::requested(accept),
                 protobuf_watch: protobuf.filter(|_| info.verb == "watch"),
+                aggregated_discovery: shared.aggregated_discovery
+                    && discovery::aggregated_requested(accept),
             };
             let resp = match dispatch(&ctx, route, &info) {
                 Ok(resp) => resp,
@@ -547,6 +557,8 @@ struct RequestContext<'a> {
     table: Option<&'static str>,
     /// A watch answered in protobuf; `true`: as metadata only.
     protobuf_watch: Option<bool>,
+    /// `Accept` asks `/api` and `/apis` for aggregated discovery.
+    aggregated_discovery: bool,
 }
 
 impl RequestContext<'_> {
@@ -656,6 +668,13 @@ fn dispatch(
     match route {
         Route::Version => Ok(json_response(200, &version_info())),
         Route::Health => Ok((StatusCode::OK, "ok").into_response()),
+        Route::CoreVersions | Route::Groups if ctx.aggregated_discovery => {
+            let core = matches!(route, Route::CoreVersions);
+            Ok(typed_json_response(
+                discovery::AGGREGATED_V2,
+                &discovery::aggregated(&store.types(), core),
+            ))
+        }
         Route::CoreVersions => Ok(json_response(
             200,
             &json!({
@@ -743,53 +762,6 @@ fn version_info() -> Value {
         "compiler": "rustc",
         "platform": "linux/amd64",
     })
-}
-
-fn group_list(types: &[ResourceType]) -> Value {
-    let mut versions: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
-    for t in types.iter().filter(|t| !t.group.is_empty()) {
-        versions.entry(&t.group).or_default().push(&t.version);
-    }
-    let groups: Vec<Value> = versions
-        .into_iter()
-        .map(|(g, mut vs)| {
-            // One entry per group, its versions by priority (GA, beta, alpha), as the real
-            // server lists them (scheduling.k8s.io: v1, and v1alpha2 when PodGroups are on).
-            vs.sort_by_key(|v| version_priority(v));
-            vs.dedup();
-            let gvs: Vec<Value> = vs
-                .iter()
-                .map(|v| json!({ "groupVersion": format!("{g}/{v}"), "version": v }))
-                .collect();
-            json!({ "name": g, "versions": gvs.clone(), "preferredVersion": gvs[0] })
-        })
-        .collect();
-    json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups })
-}
-
-/// A sort key putting `v2` before `v1` before `v1beta1` before `v1alpha2` (apimachinery's
-/// version priority).
-fn version_priority(version: &str) -> (u8, std::cmp::Reverse<u32>, std::cmp::Reverse<u32>) {
-    let digits = |s: &str| s.parse::<u32>().unwrap_or(0);
-    let rest = version.strip_prefix('v').unwrap_or(version);
-    let major_end = rest
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(rest.len());
-    let (major, tail) = rest.split_at(major_end);
-    let (stage, minor) = if tail.is_empty() {
-        (0, "")
-    } else if let Some(m) = tail.strip_prefix("beta") {
-        (1, m)
-    } else if let Some(m) = tail.strip_prefix("alpha") {
-        (2, m)
-    } else {
-        (3, tail)
-    };
-    (
-        stage,
-        std::cmp::Reverse(digits(major)),
-        std::cmp::Reverse(digits(minor)),
-    )
 }
 
 /// The path of a group-version in the OpenAPI v3 index: `api/v1` or `apis/<group>/<version>`.

@@ -7,6 +7,7 @@
 
 mod claims;
 mod codec;
+mod discovery;
 mod error;
 mod events;
 mod faults;
@@ -81,6 +82,10 @@ pub struct Options {
     /// aggregated API) without protobuf.
     /// A watch event the codec cannot write ends its watch with an ERROR event saying so.
     pub protobuf: bool,
+    /// Answer `/api` and `/apis` with aggregated discovery (`apidiscovery.k8s.io/v2`, GA in
+    /// 1.30) to clients that ask for it. Off, they get the legacy documents, as from a server
+    /// before 1.26.
+    pub aggregated_discovery: bool,
 }
 
 impl Default for Options {
@@ -94,6 +99,7 @@ impl Default for Options {
             tls: false,
             watch_list: true,
             protobuf: true,
+            aggregated_discovery: true,
         }
     }
 }
@@ -149,6 +155,7 @@ impl TestServer {
             addr,
             watch_list: options.watch_list,
             protobuf: options.protobuf,
+            aggregated_discovery: options.aggregated_discovery,
             bytes_sent: bytes_sent.clone(),
         });
         let (stop_tx, stop_rx) = oneshot::channel::<()>();

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use kube::Client;
 
-use super::discovery::{Quotable, quotable, referenced_counts};
+use super::discovery::{Quotable, preferred_lists, quotable, referenced_counts};
 use super::evaluator::object_count::ObjectCount;
 use super::registry::REGISTRY;
 use super::{Quota, hard_names};
 use crate::lock::lock;
-use crate::runtime::connection::reachability;
+use crate::runtime::connection::{discovery, reachability};
 use crate::runtime::watching::counter::ObjectCounter;
 
 impl Quota {
@@ -100,8 +100,19 @@ impl Quota {
     }
 }
 
-/// Every namespaced resource that supports create, list, watch and delete.
+/// Every namespaced resource that supports create, list, watch and delete: from aggregated
+/// discovery (two requests, as upstream's discovery client makes them), or from the legacy
+/// documents (one request per group) when the server has no aggregated discovery.
 async fn discover_quotable(client: &Client) -> Result<Vec<Quotable>, kube::Error> {
+    if let Some(core) = discovery::aggregated(client, true).await?
+        && let Some(groups) = discovery::aggregated(client, false).await?
+    {
+        let lists = [core, groups]
+            .iter()
+            .flat_map(preferred_lists)
+            .collect::<Vec<_>>();
+        return Ok(lists.iter().flat_map(quotable).collect());
+    }
     let mut found = quotable(&client.list_core_api_resources("v1").await?);
     for group in client.list_api_groups().await?.groups {
         let Some(version) = group

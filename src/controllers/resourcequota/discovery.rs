@@ -3,8 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIResource, APIResourceList};
 use kube::api::ApiResource;
+use kube::core::discovery::v2::{APIGroupDiscovery, APIGroupDiscoveryList};
 
 use crate::runtime::watching::stored::split_key as split_group_version;
 
@@ -66,6 +67,63 @@ pub fn quotable(list: &APIResourceList) -> Vec<Quotable> {
             },
         })
         .collect()
+}
+
+/// The resource lists upstream's `ServerPreferredResources` makes of an aggregated discovery
+/// document: in each group, every resource of the preferred (first) version, and the
+/// resources only older versions serve, from the first version that does. A stale version
+/// (its aggregated API server unreachable) is left out, as a group whose discovery failed.
+pub fn preferred_lists(discovery: &APIGroupDiscoveryList) -> Vec<APIResourceList> {
+    discovery.items.iter().flat_map(group_lists).collect()
+}
+
+fn group_lists(group: &APIGroupDiscovery) -> Vec<APIResourceList> {
+    let name = group
+        .metadata
+        .as_ref()
+        .and_then(|m| m.name.as_deref())
+        .unwrap_or_default();
+    let mut chosen = BTreeSet::new();
+    let mut lists = Vec::new();
+    let current = group
+        .versions
+        .iter()
+        .filter(|v| v.freshness.as_deref() != Some("Stale"));
+    for version in current {
+        let version_name = version.version.as_deref().unwrap_or_default();
+        let resources: Vec<APIResource> = version
+            .resources
+            .iter()
+            .filter(|r| {
+                r.resource
+                    .as_deref()
+                    .is_some_and(|n| chosen.insert(n.to_string()))
+            })
+            .map(|r| APIResource {
+                name: r.resource.clone().unwrap_or_default(),
+                singular_name: r.singular_resource.clone().unwrap_or_default(),
+                namespaced: r.scope.as_deref() == Some("Namespaced"),
+                kind: r
+                    .response_kind
+                    .as_ref()
+                    .and_then(|k| k.kind.clone())
+                    .unwrap_or_default(),
+                verbs: r.verbs.clone(),
+                short_names: Some(r.short_names.clone()),
+                categories: Some(r.categories.clone()),
+                ..APIResource::default()
+            })
+            .collect();
+        lists.push(APIResourceList {
+            group_version: if name.is_empty() {
+                version_name.to_string()
+            } else {
+                format!("{name}/{version_name}")
+            },
+            resources,
+        });
+    }
+    lists
 }
 
 /// The `count/…` resources (and legacy count names) a set of hard limits references, as the
@@ -134,6 +192,101 @@ mod tests {
             json!([{ "name": "events", "singularName": "event", "namespaced": true, "kind": "Event", "verbs": ALL }]),
         );
         assert!(quotable(&events).is_empty(), "ignored as upstream");
+    }
+
+    /// A version in a test document: (version, freshness, [(resource, scope)]).
+    type Version<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+
+    /// An aggregated document as the API server writes it: each group with its versions,
+    /// preferred version first.
+    fn aggregated(groups: &[(&str, &[Version])]) -> APIGroupDiscoveryList {
+        let items: Vec<serde_json::Value> = groups
+            .iter()
+            .map(|(group, versions)| {
+                let versions: Vec<serde_json::Value> = versions
+                    .iter()
+                    .map(|(version, freshness, resources)| {
+                        let resources: Vec<serde_json::Value> = resources
+                            .iter()
+                            .map(|(resource, scope)| json!({
+                                "resource": resource,
+                                "responseKind": { "group": "", "version": "", "kind": "K" },
+                                "scope": scope,
+                                "singularResource": "",
+                                "verbs": ALL,
+                                "subresources": [{ "subresource": "status", "verbs": ["get"] }],
+                            }))
+                            .collect();
+                        json!({ "version": version, "freshness": freshness, "resources": resources })
+                    })
+                    .collect();
+                json!({ "metadata": { "name": group }, "versions": versions })
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "kind": "APIGroupDiscoveryList",
+            "apiVersion": "apidiscovery.k8s.io/v2",
+            "items": items,
+        }))
+        .unwrap()
+    }
+
+    fn count_names(lists: &[APIResourceList]) -> Vec<(String, String)> {
+        lists
+            .iter()
+            .flat_map(|l| {
+                quotable(l)
+                    .into_iter()
+                    .map(|q| (q.count_name, q.api_resource.api_version))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn aggregated_discovery_gives_upstreams_preferred_resources() {
+        let doc = aggregated(&[
+            (
+                "",
+                &[(
+                    "v1",
+                    "Current",
+                    &[("pods", "Namespaced"), ("nodes", "Cluster")],
+                )],
+            ),
+            (
+                "example.com",
+                &[
+                    ("v2", "Current", &[("widgets", "Namespaced")]),
+                    // Only v1 serves gadgets; widgets come from the preferred v2.
+                    (
+                        "v1",
+                        "Current",
+                        &[("widgets", "Namespaced"), ("gadgets", "Namespaced")],
+                    ),
+                ],
+            ),
+            (
+                "down.example.com",
+                &[("v1", "Stale", &[("things", "Namespaced")])],
+            ),
+            (
+                "partly.example.com",
+                &[
+                    ("v2", "Stale", &[("parts", "Namespaced")]),
+                    ("v1", "Current", &[("parts", "Namespaced")]),
+                ],
+            ),
+        ]);
+        assert_eq!(
+            count_names(&preferred_lists(&doc)),
+            [
+                ("pods", "v1"),
+                ("widgets.example.com", "example.com/v2"),
+                ("gadgets.example.com", "example.com/v1"),
+                ("parts.partly.example.com", "partly.example.com/v1"),
+            ]
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+        );
     }
 
     #[test]

@@ -10,10 +10,18 @@
 use std::future::Future;
 use std::time::Duration;
 
+use http_body_util::BodyExt;
 use kube::Client;
+use kube::core::discovery::v2::APIGroupDiscoveryList;
 
 use super::reachability;
 use crate::runtime::backoff::RateLimiter;
+use crate::runtime::protobuf;
+
+/// Aggregated discovery, else plain JSON: a server without it (before Kubernetes 1.26)
+/// answers with the legacy document.
+const AGGREGATED_ACCEPT: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
 
 /// A definite answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +90,43 @@ impl Default for Timing {
             recheck_max: Duration::from_secs(30),
         }
     }
+}
+
+/// `/api` (`core`) or `/apis` as one aggregated discovery document (`apidiscovery.k8s.io/v2`,
+/// GA since Kubernetes 1.30), as client-go's discovery asks for it: every group, version and
+/// resource in one request, where the legacy documents take one request per group/version.
+/// `None` when the server answered in the legacy form.
+pub async fn aggregated(
+    client: &Client,
+    core: bool,
+) -> Result<Option<APIGroupDiscoveryList>, kube::Error> {
+    let path = if core { "/api" } else { "/apis" };
+    let request = http::Request::get(path)
+        .body(Vec::new())
+        .map_err(kube::Error::HttpError)?;
+    let response = protobuf::send(client, request, AGGREGATED_ACCEPT).await?;
+    let content_type = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    if !content_type.is_some_and(is_aggregated_v2) {
+        return Ok(None);
+    }
+    let body = response.into_body().collect().await?.to_bytes();
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(kube::Error::SerdeError)
+}
+
+/// Whether a `Content-Type` is aggregated discovery v2 (its parameters in any order).
+fn is_aggregated_v2(content_type: &str) -> bool {
+    let mut parts = content_type.split(';').map(str::trim);
+    let media = parts.next();
+    let params: Vec<&str> = parts.collect();
+    media == Some("application/json")
+        && ["g=apidiscovery.k8s.io", "v=v2", "as=APIGroupDiscoveryList"]
+            .iter()
+            .all(|p| params.contains(p))
 }
 
 /// One discovery request: is `group/version` (core group: `version` alone) served?
@@ -157,6 +202,21 @@ mod tests {
     use tokio::time::Instant;
 
     use super::*;
+
+    #[test]
+    fn only_an_aggregated_v2_answer_is_read_as_one() {
+        assert!(is_aggregated_v2(
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+        ));
+        assert!(is_aggregated_v2(
+            "application/json; as=APIGroupDiscoveryList; g=apidiscovery.k8s.io; v=v2"
+        ));
+        // A server without aggregated discovery answers with the legacy document.
+        assert!(!is_aggregated_v2("application/json"));
+        assert!(!is_aggregated_v2(
+            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+        ));
+    }
 
     fn status(code: u16) -> kube::Error {
         let mut status = kube::core::Status::failure("injected", "Reason");

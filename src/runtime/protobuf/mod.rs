@@ -756,7 +756,9 @@ fn is_protobuf(response: &http::Response<Body>) -> bool {
         .is_some_and(|t| t.trim() == PROTOBUF)
 }
 
-async fn send(
+/// Sends `request` asking for `accept`; an error status becomes `kube::Error::Api` with the
+/// server's `Status` (protobuf or JSON), as kube reports it.
+pub(crate) async fn send(
     client: &Client,
     mut request: http::Request<Vec<u8>>,
     accept: &'static str,
