@@ -6,6 +6,8 @@
 //! that is still starting, or one failed request right after the lease is taken, delays a
 //! controller instead of dropping it for the life of the process. A group found not served is
 //! checked again from time to time, so a group enabled later starts its controller then.
+//!
+//! Also the aggregated discovery document ([`aggregated`]) for what needs every served type.
 
 use std::future::Future;
 use std::time::Duration;
