@@ -1054,6 +1054,24 @@ async fn quota_discovery_reads_the_real_servers_aggregated_documents() {
     ] {
         assert!(!counted.iter().any(|c| c == name), "{name} in {counted:?}");
     }
+    // Aggregated discovery is answered wherever `Accept` lists it, even after plain JSON
+    // (kube-testserver answers the same way); without it, the legacy document.
+    let aggregated_v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    for (accept, want) in [
+        (format!("{aggregated_v2},application/json"), aggregated_v2),
+        (format!("application/json,{aggregated_v2}"), aggregated_v2),
+        ("application/json".to_string(), "application/json"),
+    ] {
+        let request = http::Request::get("/apis")
+            .header(http::header::ACCEPT, &accept)
+            .body(kube::client::Body::empty())
+            .unwrap();
+        let response = client.send(request).await.unwrap();
+        let content_type = response.headers()[http::header::CONTENT_TYPE]
+            .to_str()
+            .unwrap();
+        assert_eq!(content_type, want, "Accept: {accept}");
+    }
 }
 
 /// Upstream keeps the statuses; kcm `--shadow`, started once they settled, computes the same
