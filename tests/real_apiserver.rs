@@ -1019,18 +1019,18 @@ impl Drop for Upstream {
 #[tokio::test]
 async fn quota_discovery_reads_the_real_servers_aggregated_documents() {
     use kcm::controllers::resourcequota::discovery::{preferred_lists, quotable};
-    use kcm::runtime::connection::discovery::aggregated;
+    use kcm::runtime::connection::discovery::{Root, aggregated};
     let Some(plane) = envtest::shared() else {
         return;
     };
     let _shared = CLUSTER.read().await;
     let client = plane.client().await;
     let mut counted = Vec::new();
-    for core in [true, false] {
-        let document = aggregated(&client, core)
+    for root in [Root::Core, Root::Groups] {
+        let document = aggregated(&client, root)
             .await
             .unwrap_or_else(|e| panic!("discovery: {e}"))
-            .unwrap_or_else(|| panic!("no aggregated answer (core {core})"));
+            .unwrap_or_else(|| panic!("no aggregated answer ({root:?})"));
         for list in preferred_lists(&document) {
             counted.extend(quotable(&list).into_iter().map(|q| q.count_name));
         }

@@ -12,7 +12,8 @@ use super::evaluator::object_count::ObjectCount;
 use super::registry::REGISTRY;
 use super::{Quota, hard_names};
 use crate::lock::lock;
-use crate::runtime::connection::{discovery, reachability};
+use crate::runtime::connection::discovery::{self, Root};
+use crate::runtime::connection::reachability;
 use crate::runtime::watching::counter::ObjectCounter;
 
 impl Quota {
@@ -104,8 +105,8 @@ impl Quota {
 /// discovery (two requests, as upstream's discovery client makes them), or from the legacy
 /// documents (one request per group) when the server has no aggregated discovery.
 async fn discover_quotable(client: &Client) -> Result<Vec<Quotable>, kube::Error> {
-    if let Some(core) = discovery::aggregated(client, true).await?
-        && let Some(groups) = discovery::aggregated(client, false).await?
+    if let Some(core) = discovery::aggregated(client, Root::Core).await?
+        && let Some(groups) = discovery::aggregated(client, Root::Groups).await?
     {
         let lists = [core, groups]
             .iter()

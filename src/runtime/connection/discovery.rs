@@ -94,16 +94,33 @@ impl Default for Timing {
     }
 }
 
-/// `/api` (`core`) or `/apis` as one aggregated discovery document (`apidiscovery.k8s.io/v2`,
-/// GA since Kubernetes 1.30), as client-go's discovery asks for it: every group, version and
-/// resource in one request, where the legacy documents take one request per group/version.
-/// `None` when the server answered in the legacy form.
+/// Where discovery documents are served: the core group's, or every other group's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Root {
+    /// `/api`
+    Core,
+    /// `/apis`
+    Groups,
+}
+
+impl Root {
+    fn path(self) -> &'static str {
+        match self {
+            Root::Core => "/api",
+            Root::Groups => "/apis",
+        }
+    }
+}
+
+/// `root` as one aggregated discovery document (`apidiscovery.k8s.io/v2`, GA since
+/// Kubernetes 1.30), as client-go's discovery asks for it: every group, version and resource
+/// in one request, where the legacy documents take one request per group/version. `None`
+/// when the server answered in the legacy form.
 pub async fn aggregated(
     client: &Client,
-    core: bool,
+    root: Root,
 ) -> Result<Option<APIGroupDiscoveryList>, kube::Error> {
-    let path = if core { "/api" } else { "/apis" };
-    let request = http::Request::get(path)
+    let request = http::Request::get(root.path())
         .body(Vec::new())
         .map_err(kube::Error::HttpError)?;
     let response = protobuf::send(client, request, AGGREGATED_ACCEPT).await?;
