@@ -483,7 +483,9 @@ fn less_idle(cpu: f64, idle_rate: f64, window: Duration) -> String {
 /// `KCM_BENCH_REAL=1`: see the module doc.
 async fn real_control_plane(size: Size, timeout: Duration) {
     let Some(assets) = real::envtest::assets() else {
-        panic!("KCM_BENCH_REAL needs KUBEBUILDER_ASSETS");
+        panic!(
+            "KCM_BENCH_REAL needs a real control plane (KUBEBUILDER_ASSETS or setup-envtest's store)"
+        );
     };
     let runs = std::env::var("KCM_BENCH_REAL_RUNS")
         .unwrap_or_else(|_| "json,protobuf,upstream".to_string());

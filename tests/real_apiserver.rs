@@ -751,7 +751,7 @@ async fn every_controller_works(kcm: &Kcm, client: &Client, ns: &str, web: &Pod)
 /// controller under that identity, with deploy/'s RBAC as `kubectl apply -k` creates it.
 #[tokio::test]
 async fn under_deploys_rbac_no_request_is_refused() {
-    let Some(plane) = envtest::shared() else {
+    let Some(plane) = envtest::shared_with(&["kubectl"]) else {
         return;
     };
     // Lease kube-system/kcm and the node count are cluster-wide.
@@ -781,7 +781,7 @@ async fn under_deploys_rbac_no_request_is_refused() {
 /// ServiceAccount with upstream's bootstrap role; only the Lease Role added.
 #[tokio::test]
 async fn with_service_account_credentials_no_request_is_refused() {
-    let Some(plane) = envtest::shared() else {
+    let Some(plane) = envtest::shared_with(&["kubectl"]) else {
         return;
     };
     let _exclusive = CLUSTER.write().await;
@@ -1078,7 +1078,7 @@ async fn quota_discovery_reads_the_real_servers_aggregated_documents() {
 /// and would write nothing.
 #[tokio::test]
 async fn beside_upstream_kcm_in_shadow_would_write_nothing() {
-    let Some(plane) = envtest::shared() else {
+    let Some(plane) = envtest::shared_with(&["kube-controller-manager"]) else {
         return;
     };
     // Upstream's controllers act on the whole cluster.
@@ -1335,7 +1335,7 @@ async fn shadow_diffs(kcm: &Kcm, controller: &str, reason: &str) -> f64 {
 /// issue, none as unexplained.
 #[tokio::test]
 async fn ttl_a_restart_inside_the_overlap_writes_nothing_where_upstream_rewrites_every_node() {
-    let Some(plane) = envtest::shared() else {
+    let Some(plane) = envtest::shared_with(&["kube-controller-manager"]) else {
         return;
     };
     // Node counts and the API server's counters are cluster-wide; upstream acts on every node.
@@ -1575,7 +1575,7 @@ async fn disruption_a_terminating_pod_whose_replica_set_is_gone_does_not_block_e
 /// beside it labels its difference with the issue, none as unexplained.
 #[tokio::test]
 async fn disruption_beside_upstream_a_terminating_orphan_is_a_labelled_difference() {
-    let Some(plane) = envtest::shared() else {
+    let Some(plane) = envtest::shared_with(&["kube-controller-manager"]) else {
         return;
     };
     // Upstream's controller acts on every PDB.

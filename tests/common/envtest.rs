@@ -1,6 +1,6 @@
 //! A real control plane for tests and benchmarks, envtest's way: `etcd` and `kube-apiserver`
-//! from the folder named by `KUBEBUILDER_ASSETS` (`../shared/envtest/install.sh` prints it), on
-//! free loopback ports, with RBAC on, every API group served (the alpha ones kcm uses too), the
+//! from the folder [`assets`] finds as controller-runtime's envtest does (`KUBEBUILDER_ASSETS`,
+//! else setup-envtest's store), on free loopback ports, with RBAC on, every API group served (the alpha ones kcm uses too), the
 //! `StorageVersionAPI` gate, a service-account key pair (TokenRequest works), a serving
 //! certificate and an admin client certificate (`system:masters`), and a kubeconfig file.
 //!
@@ -29,8 +29,13 @@ use rcgen::{
 
 /// The folder holding `etcd`, `kube-apiserver`, `kube-controller-manager` and `kubectl`.
 pub const ASSETS: &str = "KUBEBUILDER_ASSETS";
-/// Set (as `.ci/run` does), a missing `KUBEBUILDER_ASSETS` fails the test instead of skipping it.
+/// Set (as `.ci/run` does where it finds the binaries), a missing binary fails the test
+/// instead of skipping it.
 pub const REQUIRE: &str = "KCM_REQUIRE_ENVTEST";
+/// The release whose binaries the store lookup takes (its newest patch).
+const RELEASE: &str = "1.36.";
+/// What every real test needs; [`assets_with`] names the others a test needs beside them.
+const CORE_BINARIES: [&str; 2] = ["etcd", "kube-apiserver"];
 
 /// The API server's gates: StorageVersions (storage-version-gc) and the PodGroups of
 /// `DRAWorkloadResourceClaims`, whose groups `--runtime-config=api/all=true` serves.
@@ -62,30 +67,101 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> EnvtestError {
     move |source| EnvtestError::Io { what, source }
 }
 
-/// `KUBEBUILDER_ASSETS` when set; else None after printing why the calling test skips, or a
-/// panic when `KCM_REQUIRE_ENVTEST` is set.
-pub fn assets() -> Option<PathBuf> {
-    let assets = std::env::var_os(ASSETS).filter(|v| !v.is_empty());
-    if assets.is_none() {
-        let why = format!(
-            "{ASSETS} is not set (no kube-apiserver/etcd); run \
-             `{ASSETS}=$(../shared/envtest/install.sh) cargo test --test real_apiserver`"
-        );
-        assert!(
-            std::env::var_os(REQUIRE).is_none(),
-            "{why} ({REQUIRE} is set)"
-        );
-        let test = std::thread::current().name().unwrap_or("test").to_string();
-        eprintln!("{test} skipped: {why}");
+/// setup-envtest's store (`setup-envtest use 1.36.x` fills it): `$XDG_DATA_HOME`, else
+/// `~/.local/share`, then `kubebuilder-envtest/k8s/<version>-<os>-<arch>`.
+fn envtest_store() -> Option<PathBuf> {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))?;
+    Some(data.join("kubebuilder-envtest").join("k8s"))
+}
+
+/// The newest `1.36.<patch>-linux-amd64` folder of setup-envtest's store.
+fn newest_in_store(store: &Path) -> Option<PathBuf> {
+    let platform = format!("-{}-{}", std::env::consts::OS, go_arch());
+    std::fs::read_dir(store)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let version = name.strip_suffix(&platform)?.strip_prefix(RELEASE)?;
+            Some((version.parse::<u32>().ok()?, entry.path()))
+        })
+        .max_by_key(|(patch, _)| *patch)
+        .map(|(_, path)| path)
+}
+
+/// Go's name of this machine's architecture, as the store's folders carry it.
+fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
     }
-    assets.map(PathBuf::from)
+}
+
+/// Where the control plane's binaries are, as controller-runtime finds them: the folder named
+/// by `KUBEBUILDER_ASSETS` when set, else the newest v1.36 of setup-envtest's store; with the
+/// places looked at, for a message.
+pub fn locate() -> Result<PathBuf, String> {
+    if let Some(assets) = std::env::var_os(ASSETS).filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(assets));
+    }
+    let store = envtest_store();
+    store.as_deref().and_then(newest_in_store).ok_or_else(|| {
+        let looked = store.map_or_else(String::new, |s| format!(" nor {}/{RELEASE}*", s.display()));
+        format!("{ASSETS} is not set{looked}")
+    })
+}
+
+/// The binaries folder when it holds etcd, kube-apiserver and `also`; else None after printing
+/// which are missing and why the calling test skips, or a panic when `KCM_REQUIRE_ENVTEST` is
+/// set.
+pub fn assets_with(also: &[&str]) -> Option<PathBuf> {
+    let why = match locate() {
+        Ok(assets) => {
+            let missing: Vec<&str> = CORE_BINARIES
+                .iter()
+                .chain(also)
+                .copied()
+                .filter(|binary| !assets.join(binary).is_file())
+                .collect();
+            if missing.is_empty() {
+                return Some(assets);
+            }
+            format!("{} lacks {}", assets.display(), missing.join(", "))
+        }
+        Err(not_found) => not_found,
+    };
+    let why = format!(
+        "no real control plane: {why} (get v1.36 with `setup-envtest use 1.36.x`; README \"Tests on a real control plane\")"
+    );
+    assert!(
+        std::env::var_os(REQUIRE).is_none(),
+        "{why} ({REQUIRE} is set)"
+    );
+    let test = std::thread::current().name().unwrap_or("test").to_string();
+    eprintln!("{test} skipped: {why}");
+    None
+}
+
+/// The binaries folder with etcd and kube-apiserver, as [`assets_with`].
+pub fn assets() -> Option<PathBuf> {
+    assets_with(&[])
 }
 
 /// The control plane shared by the tests of this binary, started by the first caller; None
-/// (said once per test) without `KUBEBUILDER_ASSETS`. Panics when it cannot start.
+/// (said once per test) without the binaries. Panics when it cannot start.
 pub fn shared() -> Option<&'static ControlPlane> {
+    shared_with(&[])
+}
+
+/// [`shared`], for a test that also needs `also` (e.g. `kube-controller-manager`) beside
+/// etcd and kube-apiserver; None (said once per test, naming what is missing) without them.
+pub fn shared_with(also: &[&str]) -> Option<&'static ControlPlane> {
     static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
-    let assets = assets()?;
+    let assets = assets_with(also)?;
     match SHARED.get_or_init(|| ControlPlane::start(&assets).map_err(|e| e.to_string())) {
         Ok(plane) => Some(plane),
         Err(e) => panic!("the real control plane did not start: {e}"),
