@@ -445,14 +445,19 @@ async fn informers_store_the_same_pods_and_nodes_in_protobuf_as_in_json() {
         );
         assert_eq!(initial_nodes.len(), 1, "{case}");
 
-        // Watch events: an update, a delete, an add.
+        // Watch events: updates, a delete, an add.
         let mut unready = rich_pod("web-1", "False");
         unready.metadata.resource_version =
             pods.get("web-1").await.unwrap().metadata.resource_version;
         pods.replace_status("web-1", &PostParams::default(), &unready)
             .await
             .unwrap();
+        // web-2 is bound: the delete marks it terminating (an update), and the kubelet's
+        // delete with grace 0 removes it.
         pods.delete("web-2", &DeleteParams::default())
+            .await
+            .unwrap();
+        pods.delete("web-2", &DeleteParams::default().grace_period(0))
             .await
             .unwrap();
         pods.create(&PostParams::default(), &rich_pod("web-3", "True"))

@@ -17,7 +17,7 @@ use kcm::runtime::connection::client::{Clients, load_config};
 use kcm::runtime::connection::credentials::{self, TokenPolicy};
 use kcm::runtime::rbac::{AUTH_DELEGATOR, AUTHENTICATION_READER, Rule, grants};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube_testserver::rbac::{Request, allows, authorize};
 use kube_testserver::{Fault, TestServer, UserInfo};
 use serde_json::{Value, json};
@@ -333,6 +333,11 @@ async fn every_controller_works(server: &TestServer, web: &Pod) {
     .await;
     let pods: Api<Pod> = Api::namespaced(client, NS);
     pods.delete("web", &Default::default()).await.unwrap();
+    // web is bound: it terminates until its kubelet, its containers stopped, deletes it with
+    // grace 0; the claim stays reserved for it until then.
+    pods.delete("web", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
     eventually("web's reservation is released", DEADLINE, || async {
         reserved_for(&claims.get("web-gpu").await.unwrap()) == json!([])
     })

@@ -149,8 +149,31 @@ async fn status_follows_pods_with_canonical_quantities() {
     )
     .await
     .unwrap();
+    // d appears, is marked deleted (a pod is, before it goes) and goes. A finalizer holds it
+    // at the mark, so each step is seen on its own: its deletion at grace 0 takes it out of
+    // `pods` at once, its removal out of `count/pods`.
     seed_pod(&server, "d", "0", "0");
+    let hold = |finalizers: Value| {
+        let pods = &pods;
+        async move {
+            let patch = Patch::Merge(json!({ "metadata": { "finalizers": finalizers } }));
+            pods.patch("d", &PatchParams::default(), &patch).await
+        }
+    };
+    hold(json!(["example.com/hold"])).await.unwrap();
+    let with_d = |count: &'static str, pods: &'static str| {
+        map(&[
+            ("configmaps", "0"),
+            ("count/pods", count),
+            ("pods", pods),
+            ("requests.cpu", "900m"),
+            ("requests.memory", "512Mi"),
+        ])
+    };
+    wait_used(&quotas, "q", with_d("3", "2")).await;
     pods.delete("d", &DeleteParams::default()).await.unwrap();
+    wait_used(&quotas, "q", with_d("3", "1")).await;
+    hold(Value::Null).await.unwrap();
     eventually("re-synced", DEADLINE, || async {
         kcm.metric(
             "kcm_reconcile_total{controller=\"resourcequota-controller\",result=\"success\"}",
@@ -160,22 +183,11 @@ async fn status_follows_pods_with_canonical_quantities() {
             > reconciles + 1.0
     })
     .await;
-    wait_used(
-        &quotas,
-        "q",
-        map(&[
-            ("configmaps", "0"),
-            ("count/pods", "2"),
-            ("pods", "1"),
-            ("requests.cpu", "900m"),
-            ("requests.memory", "512Mi"),
-        ]),
-    )
-    .await;
+    wait_used(&quotas, "q", with_d("2", "1")).await;
     assert_eq!(
         kcm_quota_writes(&server),
-        writes + 2,
-        "one write for d appearing, one for it going; none for the label"
+        writes + 3,
+        "one write for d appearing, one for its deletion mark, one for it going; none for the label"
     );
     kcm.stop().await;
 }

@@ -497,6 +497,20 @@ fn schema(message: &str) -> Option<&'static [F]> {
             F(5, "reason", Str, Required),
             F(6, "message", Str, Required),
         ],
+        // The body of the binding subresource schedulers post.
+        "Binding" => &[
+            F(1, "metadata", Msg("ObjectMeta"), NonZero),
+            F(2, "target", Msg("ObjectReference"), NonZero),
+        ],
+        "ObjectReference" => &[
+            F(1, "kind", Str, NonZero),
+            F(2, "namespace", Str, NonZero),
+            F(3, "name", Str, NonZero),
+            F(4, "uid", Str, NonZero),
+            F(5, "apiVersion", Str, NonZero),
+            F(6, "resourceVersion", Str, NonZero),
+            F(7, "fieldPath", Str, NonZero),
+        ],
         // `metav1.Status`, the body of error answers.
         "Status" => &[
             F(1, "metadata", Msg("ListMeta"), NonZero),
@@ -534,6 +548,7 @@ fn kind_message(api_version: &str, kind: &str) -> Option<&'static str> {
         ("v1", "ResourceQuota") => "ResourceQuota",
         ("apps/v1", "Deployment") => "Deployment",
         ("policy/v1", "PodDisruptionBudget") => "PodDisruptionBudget",
+        ("v1", "Binding") => "Binding",
         ("v1", "Status") => "Status",
         ("meta.k8s.io/v1", "PartialObjectMetadata") => "PartialObjectMetadata",
         _ => return None,
@@ -1163,6 +1178,14 @@ mod tests {
             let bytes = encode(&object).unwrap();
             assert_eq!(decode(&bytes).unwrap(), object);
         }
+    }
+
+    #[test]
+    fn reads_the_bodies_of_bindings() {
+        let body = json!({ "apiVersion": "v1", "kind": "Binding",
+            "metadata": { "name": "p", "namespace": "default" },
+            "target": { "apiVersion": "v1", "kind": "Node", "name": "n1" } });
+        assert_eq!(decode(&encode(&body).unwrap()).unwrap(), body);
     }
 
     #[test]

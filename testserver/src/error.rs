@@ -28,10 +28,15 @@ impl ApiError {
         }
     }
 
-    fn with_details(mut self, rt: &ResourceType, name: &str) -> Self {
-        let mut details = json!({ "name": name, "kind": rt.plural });
-        if !rt.group.is_empty() {
-            details["group"] = json!(rt.group);
+    fn with_details(self, rt: &ResourceType, name: &str) -> Self {
+        self.naming((&rt.plural, &rt.group), name)
+    }
+
+    /// Details naming the object, `kind` holding the resource as apimachinery fills it.
+    pub(crate) fn naming(mut self, (resource, group): (&str, &str), name: &str) -> Self {
+        let mut details = json!({ "name": name, "kind": resource });
+        if !group.is_empty() {
+            details["group"] = json!(group);
         }
         self.details = Some(details);
         self
@@ -57,15 +62,23 @@ impl ApiError {
 
     /// Optimistic-concurrency failure, worded as the real server words it.
     pub fn conflict(rt: &ResourceType, name: &str, why: &str) -> Self {
+        Self::conflict_on((&rt.plural, &rt.group), name, why)
+    }
+
+    /// A conflict on what apimachinery's `NewConflict` names by a group and resource, which
+    /// some callers fill with a subresource (`pods/binding`) or a kind (`Pod`).
+    pub fn conflict_on((resource, group): (&str, &str), name: &str, why: &str) -> Self {
+        let qualified = if group.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}.{group}")
+        };
         Self::new(
             409,
             "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {} \"{name}\": {why}",
-                rt.qualified_name()
-            ),
+            format!("Operation cannot be fulfilled on {qualified} \"{name}\": {why}"),
         )
-        .with_details(rt, name)
+        .naming((resource, group), name)
     }
 
     pub fn stale(rt: &ResourceType, name: &str) -> Self {
@@ -215,9 +228,12 @@ impl ApiError {
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
             "code": self.code,
         });
+        // An error the registry returns as a bare Status has no reason, and Go omits it.
+        if !self.reason.is_empty() {
+            status["reason"] = json!(self.reason);
+        }
         if let Some(details) = &self.details {
             status["details"] = details.clone();
         }

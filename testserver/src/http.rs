@@ -20,12 +20,11 @@ use crate::codec;
 use crate::discovery::{self, group_list};
 use crate::error::ApiError;
 use crate::faults::{Faults, RequestInfo, RequestRecord};
+use crate::pods;
 use crate::rbac;
 use crate::resources::ResourceType;
 use crate::reviews::UserInfo;
-use crate::store::{
-    DeleteOptions, ListOptions, PatchType, Propagation, Store, Subresource, WriteOptions,
-};
+use crate::store::{DeleteOptions, ListOptions, PatchType, Store, Subresource, WriteOptions};
 use crate::table::{self, Include};
 use crate::transport::{Connections, Peer};
 
@@ -328,7 +327,7 @@ async fn handle(
                 aggregated_discovery: shared.aggregated_discovery
                     && discovery::aggregated_requested(accept),
             };
-            let resp = match dispatch(&ctx, route, &info) {
+            let resp = match dispatch(&ctx, route, &info).await {
                 Ok(resp) => resp,
                 Err(err) => error_response(&err),
             };
@@ -469,13 +468,16 @@ fn not_acceptable(why: String) -> Response {
 }
 
 /// Whether a protobuf-only client can be answered: objects and lists (main resource or status)
-/// of a kind the codec writes. Watch streams, scale, discovery and other kinds stay JSON only.
+/// of a kind the codec writes, and the Status that binding answers with. Watch streams, scale, discovery and other kinds stay JSON only.
 fn protobuf_answerable(shared: &Shared, route: &Route, info: &RequestInfo) -> bool {
     let Route::Resource(path) = route else {
         return false;
     };
     info.verb != "watch"
-        && matches!(path.subresource.as_deref(), None | Some("status"))
+        && matches!(
+            path.subresource.as_deref(),
+            None | Some("status" | "binding")
+        )
         && shared
             .store
             .resource_type(&path.group, &path.resource)
@@ -614,32 +616,7 @@ impl RequestContext<'_> {
 
     fn delete_options(&self) -> DeleteOptions {
         let body = self.body.cloned().unwrap_or(Value::Null);
-        let text = |key: &str| {
-            body[key]
-                .as_str()
-                .map(String::from)
-                .or_else(|| param(self.query, key).map(String::from))
-        };
-        let propagation = match text("propagationPolicy").as_deref() {
-            Some("Orphan") => Propagation::Orphan,
-            Some("Foreground") => Propagation::Foreground,
-            _ if body["orphanDependents"] == json!(true) => Propagation::Orphan,
-            _ => Propagation::Background,
-        };
-        DeleteOptions {
-            dry_run: param(self.query, "dryRun") == Some("All")
-                || body["dryRun"]
-                    .as_array()
-                    .is_some_and(|d| d.iter().any(|v| v == "All")),
-            propagation,
-            precondition_uid: body["preconditions"]["uid"].as_str().map(String::from),
-            precondition_resource_version: body["preconditions"]["resourceVersion"]
-                .as_str()
-                .map(String::from),
-            grace_period_seconds: body["gracePeriodSeconds"]
-                .as_i64()
-                .or_else(|| param(self.query, "gracePeriodSeconds").and_then(|g| g.parse().ok())),
-        }
+        DeleteOptions::parse(&body, |key| param(self.query, key))
     }
 
     fn patch_type(&self) -> Result<PatchType, ApiError> {
@@ -659,7 +636,7 @@ impl RequestContext<'_> {
     }
 }
 
-fn dispatch(
+async fn dispatch(
     ctx: &RequestContext<'_>,
     route: Route,
     info: &RequestInfo,
@@ -733,7 +710,7 @@ fn dispatch(
                 .answer(&path.group, &path.resource, &info.verb, ctx.body)
             {
                 Some(review) => review.map(|answer| json_response(201, &answer)),
-                None => resource_request(ctx, &path, info),
+                None => resource_request(ctx, &path, info).await,
             }
         }
         Route::OpenApiIndex => Ok(json_response(200, &openapi_index(&store.types()))),
@@ -809,7 +786,7 @@ fn openapi_group_version(types: &[ResourceType], gv: &str) -> Value {
     })
 }
 
-fn resource_request(
+async fn resource_request(
     ctx: &RequestContext<'_>,
     path: &ResourcePath,
     info: &RequestInfo,
@@ -840,13 +817,16 @@ fn resource_request(
         Some("status") if rt.status => Subresource::Status,
         Some("scale") if rt.scale.is_some() => return scale_request(ctx, &rt, &ns, &name),
         Some("token") if rt.key() == "/serviceaccounts" && path.name.is_some() => {
-            if info.verb != "create" {
-                return Err(ApiError::method_not_allowed());
-            }
+            create_only(info)?;
             // The ServiceAccount must exist: 404 `serviceaccounts "<name>" not found`.
             store.get(&rt, &ns, &name)?;
             let answer = ctx.shared.reviews.token_request(&ns, &name, &ctx.body()?)?;
             return Ok(json_response(201, &answer));
+        }
+        Some("binding") if rt.key() == pods::PODS && path.name.is_some() => {
+            create_only(info)?;
+            pods::bind(store, (&ns, &name), &ctx.body()?, &ctx.write_options())?;
+            return Ok(json_response(201, &pods::success()));
         }
         Some(_) => return Err(not_found()),
     };
@@ -906,6 +886,15 @@ fn resource_request(
             )?,
         )),
         _ => Err(ApiError::method_not_allowed()),
+    }
+}
+
+/// The subresources that only create (token, binding) refuse other verbs.
+fn create_only(info: &RequestInfo) -> Result<(), ApiError> {
+    if info.verb == "create" {
+        Ok(())
+    } else {
+        Err(ApiError::method_not_allowed())
     }
 }
 

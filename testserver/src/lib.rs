@@ -15,6 +15,7 @@ mod http;
 mod list_options;
 pub mod patch;
 pub mod podgroups;
+mod pods;
 // kcm's port of apimachinery's Quantity, shared rather than copied: quota admission must
 // add and print quantities exactly as kcm's quota controller writes them.
 #[allow(dead_code)]

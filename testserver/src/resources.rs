@@ -163,6 +163,13 @@ impl ResourceType {
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        // Pods' create-only subresource.
+        if self.view.is_none() && self.group.is_empty() && self.plural == "pods" {
+            entries.push(json!({
+                "name": "pods/binding", "singularName": "", "namespaced": true,
+                "kind": "Binding", "verbs": ["create"],
+            }));
+        }
         entries
     }
 }

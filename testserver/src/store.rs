@@ -18,6 +18,7 @@ use crate::error::ApiError;
 use crate::events::{self, CORE_EVENTS, View};
 use crate::patch::{self, Ownership, PatchError};
 use crate::podgroups;
+use crate::pods::{self, Deletion};
 use crate::quota_admission;
 use crate::resources::{ResourceType, ScaleSelector, builtin_types};
 use crate::selector::{FieldSelector, LabelSelector, field_value};
@@ -98,6 +99,62 @@ pub struct DeleteOptions {
     pub precondition_uid: Option<String>,
     pub precondition_resource_version: Option<String>,
     pub grace_period_seconds: Option<i64>,
+}
+
+impl DeleteOptions {
+    /// The options of a `metav1.DeleteOptions` body; `param` gives the URL's query parameters,
+    /// which fill what the body leaves out.
+    pub(crate) fn parse<'a>(body: &Value, param: impl Fn(&str) -> Option<&'a str>) -> Self {
+        let text = |key: &str| body[key].as_str().or_else(|| param(key));
+        let propagation = match text("propagationPolicy") {
+            Some("Orphan") => Propagation::Orphan,
+            Some("Foreground") => Propagation::Foreground,
+            _ if body["orphanDependents"] == json!(true) => Propagation::Orphan,
+            _ => Propagation::Background,
+        };
+        let precondition = |key: &str| body["preconditions"][key].as_str().map(String::from);
+        Self {
+            dry_run: param("dryRun") == Some("All")
+                || body["dryRun"]
+                    .as_array()
+                    .is_some_and(|d| d.iter().any(|v| v == "All")),
+            propagation,
+            precondition_uid: precondition("uid"),
+            precondition_resource_version: precondition("resourceVersion"),
+            grace_period_seconds: body["gracePeriodSeconds"]
+                .as_i64()
+                .or_else(|| param("gracePeriodSeconds").and_then(|g| g.parse().ok())),
+        }
+    }
+
+    /// The 409 when `obj` fails the preconditions, worded as the generic registry's
+    /// `BeforeDelete` words it (naming the object's kind), which every delete meets before
+    /// storage.
+    pub(crate) fn check_preconditions(
+        &self,
+        (kind, group): (&str, &str),
+        obj: &Value,
+    ) -> Result<(), ApiError> {
+        let name = meta_str(obj, "name").unwrap_or_default();
+        let failed = |why: String| Err(ApiError::conflict_on((kind, group), name, &why));
+        let uid = meta_str(obj, "uid").unwrap_or_default();
+        if let Some(expected) = &self.precondition_uid
+            && expected != uid
+        {
+            return failed(format!(
+                "the UID in the precondition ({expected}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
+            ));
+        }
+        let rv = meta_str(obj, "resourceVersion").unwrap_or_default();
+        if let Some(expected) = &self.precondition_resource_version
+            && expected != rv
+        {
+            return failed(format!(
+                "the ResourceVersion in the precondition ({expected}) does not match the ResourceVersion in record ({rv}). The object might have been modified"
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// How a PATCH body is interpreted, by its content type.
@@ -248,9 +305,12 @@ fn binding_changed(old: &Value, new: &Value) -> bool {
 }
 
 fn now_rfc3339() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+    rfc3339(jiff::Timestamp::now())
+}
+
+/// A time as `metav1.Time` writes it: whole seconds, UTC.
+pub(crate) fn rfc3339(at: jiff::Timestamp) -> String {
+    at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// Where an object of `rt` named `name` is stored: cluster-scoped objects have no namespace.
@@ -281,6 +341,44 @@ fn finalizers_empty(obj: &Value) -> bool {
     meta(obj)["finalizers"]
         .as_array()
         .is_none_or(|f| f.is_empty())
+}
+
+/// Marks an object deleted at `at` with a grace period of `grace` seconds; the first mark
+/// bumps its generation, as the registry does (controllers must see the deletion as a change).
+fn mark_deleted(obj: &mut Value, first: bool, at: String, grace: i64) {
+    let m = meta_mut(obj);
+    if first && let Some(generation) = m.get("generation").and_then(Value::as_i64) {
+        m.insert("generation".into(), json!(generation + 1));
+    }
+    m.insert("deletionTimestamp".into(), json!(at));
+    m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+}
+
+/// The namespace registry's own precondition check, in its words.
+fn namespace_preconditions(name: &str, ns: &Value, opts: &DeleteOptions) -> Result<(), ApiError> {
+    let checks = [
+        ("UID", "uid", &opts.precondition_uid),
+        (
+            "ResourceVersion",
+            "resourceVersion",
+            &opts.precondition_resource_version,
+        ),
+    ];
+    for (label, field, expected) in checks {
+        let actual = meta_str(ns, field).unwrap_or_default();
+        if let Some(expected) = expected
+            && expected != actual
+        {
+            return Err(ApiError::conflict_on(
+                ("namespaces", ""),
+                name,
+                &format!(
+                    "Precondition failed: {label} in precondition: {expected}, {label} in object meta: {actual}"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn owner_uids(obj: &Value) -> Vec<String> {
@@ -542,7 +640,7 @@ impl State {
         }
         let ns_obj = self
             .collections
-            .get("/namespaces")
+            .get(NAMESPACES)
             .and_then(|c| c.objects.get(&(String::new(), ns.to_string())));
         match ns_obj {
             None => Err(ApiError::new(
@@ -689,7 +787,9 @@ impl State {
         }
     }
 
-    /// Removes the object for good, or marks it deleted while finalizers remain.
+    /// Deletes an object as the generic registry does: a pod is first marked with its grace
+    /// period (see [`pods::before_delete`]) and stays while that lasts; an object with
+    /// finalizers is marked deleted and stays until they are gone; anything else is removed.
     fn delete_object(
         &mut self,
         type_key: &str,
@@ -707,27 +807,10 @@ impl State {
             .ok_or_else(|| ApiError::not_found(&rt, &key.1))?;
         let current = stored.obj.clone();
         let ownership = stored.ownership.clone();
-        let preconditions = [
-            ("UID", "uid", &opts.precondition_uid),
-            (
-                "ResourceVersion",
-                "resourceVersion",
-                &opts.precondition_resource_version,
-            ),
-        ];
-        for (label, field, expected) in preconditions {
-            let actual = meta_str(&current, field).unwrap_or_default();
-            if let Some(expected) = expected
-                && expected != actual
-            {
-                return Err(ApiError::conflict(
-                    &rt,
-                    &key.1,
-                    &format!(
-                        "Precondition failed: {label} in precondition: {expected}, {label} in object meta: {actual}"
-                    ),
-                ));
-            }
+        if rt.key() == NAMESPACES {
+            namespace_preconditions(&key.1, &current, opts)?;
+        } else {
+            opts.check_preconditions((&rt.kind, &rt.group), &current)?;
         }
         if opts.dry_run {
             return Ok(current);
@@ -735,24 +818,52 @@ impl State {
         if opts.propagation == Propagation::Orphan {
             self.orphan_dependents(&current);
         }
-        if rt.key() == "/namespaces" {
+        if rt.key() == NAMESPACES {
             return Ok(self.delete_namespace(&key.1, current, ownership));
         }
-        if !finalizers_empty(&current) {
-            if meta(&current)["deletionTimestamp"].is_string() {
-                return Ok(current);
+        let now = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
+            .unwrap_or_else(|_| unreachable!("the current second is a valid time"));
+        let deletion = if type_key == pods::PODS {
+            pods::before_delete(&current, opts.grace_period_seconds, now)
+        } else {
+            Deletion::Now
+        };
+        let first = !meta(&current)["deletionTimestamp"].is_string();
+        let mut obj = (*current).clone();
+        let held = match deletion {
+            Deletion::Pending => return Ok(current),
+            Deletion::Graceful { at, grace } => {
+                mark_deleted(&mut obj, first, rfc3339(at), grace);
+                grace > 0 || !finalizers_empty(&obj)
             }
-            let mut obj = (*current).clone();
-            let m = meta_mut(&mut obj);
-            m.insert("deletionTimestamp".into(), json!(now_rfc3339()));
-            m.insert(
-                "deletionGracePeriodSeconds".into(),
-                json!(opts.grace_period_seconds.unwrap_or(0)),
-            );
-            return Ok(self.commit(type_key, key, EventType::Modified, obj, ownership));
+            Deletion::Now if finalizers_empty(&obj) => false,
+            Deletion::Now => {
+                // As the registry's markAsDeleting: a later timestamp moves back to now.
+                let marked = meta_str(&obj, "deletionTimestamp")
+                    .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                    .filter(|t| *t <= now);
+                let at = marked.unwrap_or(now);
+                mark_deleted(&mut obj, first, rfc3339(at), 0);
+                true
+            }
+        };
+        // The mark is written before the removal, so watchers of a pod see it (MODIFIED, then
+        // DELETED), as the registry's two-phase delete writes it.
+        let obj = if obj == *current {
+            current
+        } else {
+            self.commit(type_key, key, EventType::Modified, obj, ownership)
+        };
+        if held {
+            return Ok(obj);
         }
-        let obj = (*current).clone();
-        let removed = self.commit(type_key, key, EventType::Deleted, obj, Ownership::default());
+        let removed = self.commit(
+            type_key,
+            key,
+            EventType::Deleted,
+            (*obj).clone(),
+            Ownership::default(),
+        );
         if rt.namespaced {
             self.finish_namespace_if_empty(&key.0);
         }
@@ -798,7 +909,7 @@ impl State {
             meta_mut(&mut obj).insert("deletionTimestamp".into(), json!(now_rfc3339()));
             obj["status"] = json!({ "phase": "Terminating" });
         }
-        let marked = self.commit("/namespaces", &key, EventType::Modified, obj, ownership);
+        let marked = self.commit(NAMESPACES, &key, EventType::Modified, obj, ownership);
         let contents: Vec<(String, ObjKey)> = self
             .collections
             .iter()
@@ -821,7 +932,7 @@ impl State {
         let key = (String::new(), ns.to_string());
         let terminating = self
             .collections
-            .get("/namespaces")
+            .get(NAMESPACES)
             .and_then(|c| c.objects.get(&key))
             .is_some_and(|s| meta(&s.obj)["deletionTimestamp"].is_string());
         if !terminating {
@@ -835,12 +946,12 @@ impl State {
         if empty
             && let Some(obj) = self
                 .collections
-                .get("/namespaces")
+                .get(NAMESPACES)
                 .and_then(|c| c.objects.get(&key))
                 .map(|s| (*s.obj).clone())
         {
             self.commit(
-                "/namespaces",
+                NAMESPACES,
                 &key,
                 EventType::Deleted,
                 obj,
@@ -996,7 +1107,12 @@ impl State {
             return Ok(Arc::new(new));
         }
         let type_key = rt.key();
-        if meta(&new)["deletionTimestamp"].is_string() && finalizers_empty(&new) {
+        // As the registry's ShouldDeleteDuringUpdate: the last finalizer gone from an object
+        // marked deleted removes it, unless a graceful deletion (a pod's) is still running.
+        let graceful = meta(&current)["deletionGracePeriodSeconds"]
+            .as_i64()
+            .is_some_and(|g| g != 0);
+        if meta(&current)["deletionTimestamp"].is_string() && finalizers_empty(&new) && !graceful {
             let removed = self.commit(
                 &type_key,
                 key,
@@ -1152,6 +1268,9 @@ impl State {
 
 /// The store key of core/v1 ResourceQuotas.
 const QUOTAS: &str = "/resourcequotas";
+
+/// The store key of Namespaces.
+const NAMESPACES: &str = "/namespaces";
 
 /// A body's apiVersion and kind, when given, must be the type's.
 fn check_type(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
@@ -1631,6 +1750,37 @@ impl Store {
         let key = obj_key(rt, ns, name);
         let updated = st.update_object(rt, &key, obj, sub, opts, None)?;
         Ok(shown_arc(rt.view, updated))
+    }
+
+    /// Rewrites one object (of a stored type, not a view) under the lock, as etcd's
+    /// GuaranteedUpdate: `change` gets the stored object and returns its new form, or an
+    /// error that leaves it as it is. `through` is the strategy the write goes through (a
+    /// subresource's update rules, validation and generation), or none, for a registry that
+    /// writes storage directly (the pod binding).
+    pub(crate) fn guaranteed_update(
+        &self,
+        (rt, ns, name): (&ResourceType, &str, &str),
+        through: Option<Subresource>,
+        opts: &WriteOptions,
+        change: impl FnOnce(&Value) -> Result<Value, ApiError>,
+    ) -> Result<Arc<Value>, ApiError> {
+        let mut st = self.lock();
+        let key = obj_key(rt, ns, name);
+        let (current, ownership) = {
+            let stored = st
+                .collection(rt)?
+                .objects
+                .get(&key)
+                .ok_or_else(|| ApiError::not_found(rt, name))?;
+            (stored.obj.clone(), stored.ownership.clone())
+        };
+        let new = change(&current)?;
+        match through {
+            Some(sub) => st.update_object(rt, &key, new, sub, opts, None),
+            None if new == *current => Ok(current),
+            None if opts.dry_run => Ok(Arc::new(new)),
+            None => Ok(st.commit(&rt.key(), &key, EventType::Modified, new, ownership)),
+        }
     }
 
     /// Applies a patch; returns the object and whether it was created (server-side apply only).

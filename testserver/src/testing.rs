@@ -1,5 +1,5 @@
 //! Helpers for tests that use the server: polling with a deadline instead of fixed sleeps,
-//! and a raw HTTP GET for assertions on status lines and headers a client library hides.
+//! and raw HTTP requests for assertions on status lines and headers a client library hides.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -53,9 +53,31 @@ pub struct RawResponse {
 
 /// `GET path` over a fresh HTTP/1.1 connection; `None` when nothing answers (yet).
 pub async fn http_get(addr: SocketAddr, path: &str) -> Option<RawResponse> {
+    http_request(addr, "GET", path, None).await
+}
+
+/// `method path` with an optional JSON body over a fresh HTTP/1.1 connection; `None` when
+/// nothing answers (yet).
+pub async fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    json: Option<&str>,
+) -> Option<RawResponse> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let body = json.map_or_else(String::new, |json| {
+        format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{json}",
+            json.len()
+        )
+    });
+    let head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let request = if body.is_empty() {
+        format!("{head}\r\n")
+    } else {
+        format!("{head}{body}")
+    };
     stream.write_all(request.as_bytes()).await.ok()?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).await.ok()?;

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-pub use kube_testserver::testing::{eventually, http_get};
+pub use kube_testserver::testing::{eventually, http_get, http_request};
 
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
