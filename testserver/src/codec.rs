@@ -497,7 +497,28 @@ fn schema(message: &str) -> Option<&'static [F]> {
             F(5, "reason", Str, Required),
             F(6, "message", Str, Required),
         ],
-        // The body of the binding subresource schedulers post.
+        // The bodies of the pod subresources kubectl drain and schedulers post.
+        "Eviction" => &[
+            F(1, "metadata", Msg("ObjectMeta"), NonZero),
+            F(2, "deleteOptions", Msg("DeleteOptions"), Always),
+        ],
+        "DeleteOptions" => &[
+            F(1, "gracePeriodSeconds", Int, Always),
+            F(2, "preconditions", Msg("Preconditions"), Always),
+            F(3, "orphanDependents", Bool, Always),
+            F(4, "propagationPolicy", Str, Always),
+            F(5, "dryRun", Str, List),
+            F(
+                6,
+                "ignoreStoreReadErrorWithClusterBreakingPotential",
+                Bool,
+                Always,
+            ),
+        ],
+        "Preconditions" => &[
+            F(1, "uid", Str, Always),
+            F(2, "resourceVersion", Str, Always),
+        ],
         "Binding" => &[
             F(1, "metadata", Msg("ObjectMeta"), NonZero),
             F(2, "target", Msg("ObjectReference"), NonZero),
@@ -548,6 +569,7 @@ fn kind_message(api_version: &str, kind: &str) -> Option<&'static str> {
         ("v1", "ResourceQuota") => "ResourceQuota",
         ("apps/v1", "Deployment") => "Deployment",
         ("policy/v1", "PodDisruptionBudget") => "PodDisruptionBudget",
+        ("policy/v1" | "policy/v1beta1", "Eviction") => "Eviction",
         ("v1", "Binding") => "Binding",
         ("v1", "Status") => "Status",
         ("meta.k8s.io/v1", "PartialObjectMetadata") => "PartialObjectMetadata",
@@ -1181,11 +1203,18 @@ mod tests {
     }
 
     #[test]
-    fn reads_the_bodies_of_bindings() {
-        let body = json!({ "apiVersion": "v1", "kind": "Binding",
-            "metadata": { "name": "p", "namespace": "default" },
-            "target": { "apiVersion": "v1", "kind": "Node", "name": "n1" } });
-        assert_eq!(decode(&encode(&body).unwrap()).unwrap(), body);
+    fn reads_the_bodies_of_bindings_and_evictions() {
+        for body in [
+            json!({ "apiVersion": "v1", "kind": "Binding",
+                "metadata": { "name": "p", "namespace": "default" },
+                "target": { "apiVersion": "v1", "kind": "Node", "name": "n1" } }),
+            json!({ "apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": { "name": "p", "namespace": "default" },
+                "deleteOptions": { "gracePeriodSeconds": 0, "preconditions": { "uid": "u" },
+                    "dryRun": ["All"] } }),
+        ] {
+            assert_eq!(decode(&encode(&body).unwrap()).unwrap(), body);
+        }
     }
 
     #[test]

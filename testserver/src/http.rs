@@ -20,13 +20,13 @@ use crate::codec;
 use crate::discovery::{self, group_list};
 use crate::error::ApiError;
 use crate::faults::{Faults, RequestInfo, RequestRecord};
-use crate::pods;
 use crate::rbac;
 use crate::resources::ResourceType;
 use crate::reviews::UserInfo;
 use crate::store::{DeleteOptions, ListOptions, PatchType, Store, Subresource, WriteOptions};
 use crate::table::{self, Include};
 use crate::transport::{Connections, Peer};
+use crate::{eviction, pods};
 
 /// Reported by `/version`: the Kubernetes release the server imitates.
 pub const KUBERNETES_VERSION: (&str, &str) = ("1", "36");
@@ -468,7 +468,8 @@ fn not_acceptable(why: String) -> Response {
 }
 
 /// Whether a protobuf-only client can be answered: objects and lists (main resource or status)
-/// of a kind the codec writes, and the Status that binding answers with. Watch streams, scale, discovery and other kinds stay JSON only.
+/// of a kind the codec writes, and the Status that binding and eviction answer with. Watch
+/// streams, scale, discovery and other kinds stay JSON only.
 fn protobuf_answerable(shared: &Shared, route: &Route, info: &RequestInfo) -> bool {
     let Route::Resource(path) = route else {
         return false;
@@ -476,7 +477,7 @@ fn protobuf_answerable(shared: &Shared, route: &Route, info: &RequestInfo) -> bo
     info.verb != "watch"
         && matches!(
             path.subresource.as_deref(),
-            None | Some("status" | "binding")
+            None | Some("status" | "binding" | "eviction")
         )
         && shared
             .store
@@ -828,6 +829,12 @@ async fn resource_request(
             pods::bind(store, (&ns, &name), &ctx.body()?, &ctx.write_options())?;
             return Ok(json_response(201, &pods::success()));
         }
+        Some("eviction") if rt.key() == pods::PODS && path.name.is_some() => {
+            create_only(info)?;
+            let body = ctx.body()?;
+            eviction::evict(store, (&ns, &name), &body, &ctx.write_options()).await?;
+            return Ok(json_response(201, &pods::success()));
+        }
         Some(_) => return Err(not_found()),
     };
     let ns_filter = path.namespace.as_deref();
@@ -889,7 +896,7 @@ async fn resource_request(
     }
 }
 
-/// The subresources that only create (token, binding) refuse other verbs.
+/// The subresources that only create (token, binding, eviction) refuse other verbs.
 fn create_only(info: &RequestInfo) -> Result<(), ApiError> {
     if info.verb == "create" {
         Ok(())

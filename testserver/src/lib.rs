@@ -10,6 +10,7 @@ mod codec;
 mod discovery;
 mod error;
 mod events;
+mod eviction;
 mod faults;
 mod http;
 mod list_options;

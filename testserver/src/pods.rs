@@ -122,7 +122,16 @@ pub(crate) fn set_condition(pod: &mut Value, mut condition: Value, now: &str) {
     }
 }
 
-/// The answer of a subresource that answers with a `Status` (binding).
+/// Whether the pod's Ready condition is True (`podutil.IsPodReady`).
+pub(crate) fn is_ready(pod: &Value) -> bool {
+    pod["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
+/// The answer of the subresources that answer with a `Status` (binding, eviction).
 pub(crate) fn success() -> Value {
     json!({ "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201 })
 }

@@ -163,11 +163,16 @@ impl ResourceType {
                 "verbs": ["get", "patch", "update"],
             }));
         }
-        // Pods' create-only subresource.
+        // Pods' create-only subresources; kubectl drain evicts only when discovery lists
+        // `pods/eviction` with its group and version.
         if self.view.is_none() && self.group.is_empty() && self.plural == "pods" {
             entries.push(json!({
                 "name": "pods/binding", "singularName": "", "namespaced": true,
                 "kind": "Binding", "verbs": ["create"],
+            }));
+            entries.push(json!({
+                "name": "pods/eviction", "singularName": "", "namespaced": true,
+                "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"],
             }));
         }
         entries

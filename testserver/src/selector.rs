@@ -97,6 +97,66 @@ impl LabelSelector {
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()
     }
+
+    /// A `metav1.LabelSelector` object as `LabelSelectorAsSelector` reads it, with its
+    /// errors: an unknown operator, a key or value that is no label's, values where the
+    /// operator takes none or none where it needs some. An empty one selects everything; a
+    /// missing (null) selector, which selects nothing, is the caller's to handle.
+    pub fn from_object(selector: &Value) -> Result<Self, String> {
+        let mut requirements = Vec::new();
+        for (key, value) in selector["matchLabels"].as_object().into_iter().flatten() {
+            let value = value.as_str().unwrap_or_default().to_string();
+            requirements.push(checked_requirement(key, Op::Equals, vec![value])?);
+        }
+        for expr in selector["matchExpressions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let op = match expr["operator"].as_str().unwrap_or_default() {
+                "In" => Op::In,
+                "NotIn" => Op::NotIn,
+                "Exists" => Op::Exists,
+                "DoesNotExist" => Op::DoesNotExist,
+                other => return Err(format!("{other:?} is not a valid label selector operator")),
+            };
+            let values: Vec<String> = expr["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|v| v.as_str().unwrap_or_default().to_string())
+                .collect();
+            let key = expr["key"].as_str().unwrap_or_default();
+            requirements.push(checked_requirement(key, op, sorted_set(values))?);
+        }
+        requirements.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(LabelSelector { requirements })
+    }
+}
+
+/// `NewRequirement` for a selector given as an object: the key and the number of values are
+/// checked here, as the string parser's grammar checks them for its requirements.
+fn checked_requirement(key: &str, op: Op, values: Vec<String>) -> Result<Requirement, String> {
+    let errs = label_key_errors(key);
+    if !errs.is_empty() {
+        return Err(invalid("key", key, &errs.join("; ")));
+    }
+    let wrong_count = match op {
+        Op::In | Op::NotIn if values.is_empty() => {
+            Some("for 'in', 'notin' operators, values set can't be empty")
+        }
+        Op::Exists | Op::DoesNotExist if !values.is_empty() => {
+            Some("values set must be empty for exists and does not exist")
+        }
+        Op::Equals if values.len() != 1 => {
+            Some("exact-match compatibility requires one single value")
+        }
+        _ => None,
+    };
+    if let Some(why) = wrong_count {
+        return Err(format!("values: {why}"));
+    }
+    new_requirement(key.to_string(), op, values)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1034,6 +1094,39 @@ mod tests {
     }
 
     // TestRequirementSelectorMatching, expressed as selector strings; plus the
+    #[test]
+    fn selector_objects_read_as_label_selector_as_selector() {
+        let object = |v: serde_json::Value| LabelSelector::from_object(&v);
+        let web = labels(&[("app", "web"), ("tier", "front")]);
+        let selects = |v: serde_json::Value| object(v).unwrap().matches(Some(&web));
+        assert!(selects(serde_json::json!({})));
+        assert!(selects(serde_json::json!({
+            "matchLabels": { "app": "web" },
+            "matchExpressions": [
+                { "key": "tier", "operator": "In", "values": ["front", "back"] },
+                { "key": "zone", "operator": "DoesNotExist" },
+            ],
+        })));
+        assert!(!selects(
+            serde_json::json!({ "matchExpressions": [{ "key": "tier", "operator": "NotIn", "values": ["front"] }] })
+        ));
+        assert_eq!(
+            object(
+                serde_json::json!({ "matchExpressions": [{ "key": "a", "operator": "Gt", "values": ["1"] }] })
+            ),
+            Err("\"Gt\" is not a valid label selector operator".to_string())
+        );
+        assert!(
+            object(serde_json::json!({ "matchExpressions": [{ "key": "a", "operator": "In", "values": [] }] }))
+                .is_err()
+        );
+        assert!(
+            object(serde_json::json!({ "matchExpressions": [{ "key": "a", "operator": "Exists", "values": ["x"] }] }))
+                .is_err()
+        );
+        assert!(object(serde_json::json!({ "matchLabels": { "a b": "x" } })).is_err());
+    }
+
     // set-based treatment of missing keys.
     #[test]
     fn label_set_based_matching() {

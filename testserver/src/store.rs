@@ -102,8 +102,9 @@ pub struct DeleteOptions {
 }
 
 impl DeleteOptions {
-    /// The options of a `metav1.DeleteOptions` body; `param` gives the URL's query parameters,
-    /// which fill what the body leaves out.
+    /// The options of a `metav1.DeleteOptions` body (a DELETE's, or an Eviction's
+    /// `deleteOptions`); `param` gives the URL's query parameters, which fill what the body
+    /// leaves out.
     pub(crate) fn parse<'a>(body: &Value, param: impl Fn(&str) -> Option<&'a str>) -> Self {
         let text = |key: &str| body[key].as_str().or_else(|| param(key));
         let propagation = match text("propagationPolicy") {
@@ -129,7 +130,7 @@ impl DeleteOptions {
 
     /// The 409 when `obj` fails the preconditions, worded as the generic registry's
     /// `BeforeDelete` words it (naming the object's kind), which every delete meets before
-    /// storage.
+    /// storage; the eviction subresource checks the same way before it writes.
     pub(crate) fn check_preconditions(
         &self,
         (kind, group): (&str, &str),

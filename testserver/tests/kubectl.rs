@@ -2,13 +2,16 @@
 
 mod common;
 
+use std::cell::Cell;
+use std::time::Duration;
+
 use common::{kubectl, kubectl_missing};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ResourceQuota, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, ResourceQuota, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube_testserver::TestServer;
 use serde_json::json;
 
@@ -266,4 +269,88 @@ async fn kubectl_create_get_describe_work_as_against_a_cluster() {
         "{pdb}"
     );
     assert!(pdb.contains("app=web"), "{pdb}");
+}
+
+/// `kubectl drain` as against a cluster: it cordons the node, finds `pods/eviction` in
+/// discovery, evicts, retries while the budget answers 429, and waits until the pods are gone,
+/// which the test brings about as the kubelet and the disruption controller would.
+#[tokio::test]
+async fn kubectl_drain_evicts_within_the_budget() {
+    if kubectl_missing() {
+        return;
+    }
+    let server = TestServer::start().await;
+    server
+        .seed(json!({ "apiVersion": "v1", "kind": "Node", "metadata": { "name": "n1" } }))
+        .unwrap();
+    for name in ["web-1", "web-2"] {
+        server
+            .seed(json!({ "apiVersion": "v1", "kind": "Pod",
+                "metadata": { "name": name, "namespace": "default", "labels": { "app": "web" } },
+                "spec": { "nodeName": "n1", "containers": [{ "name": "c", "image": "i" }] },
+                "status": { "phase": "Running", "conditions": [{ "type": "Ready", "status": "True" }] } }))
+            .unwrap();
+    }
+    let one_left = json!({ "status": {
+        "observedGeneration": 1, "disruptionsAllowed": 1, "currentHealthy": 2,
+        "desiredHealthy": 1, "expectedPods": 2, "disruptedPods": null } });
+    let mut budget = json!({ "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": { "name": "web", "namespace": "default" },
+        "spec": { "minAvailable": 1, "selector": { "matchLabels": { "app": "web" } } } });
+    json_patch::merge(&mut budget, &one_left);
+    server.seed(budget).unwrap();
+
+    let kc = server.kubeconfig_path().to_path_buf();
+    let drain =
+        tokio::spawn(
+            async move { kubectl(&kc, &["drain", "n1", "--force", "--timeout=60s"]).await },
+        );
+    let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(server.client(), "default");
+    let evictions = |code| server.count(|r| r.is("create", "pods", "eviction") && r.code == code);
+    let (removed, restored) = (Cell::new(0), Cell::new(false));
+    common::eventually(
+        "the node's pods are evicted and gone",
+        Duration::from_secs(60),
+        || async {
+            let left = pods.list(&Default::default()).await.unwrap().items;
+            // The kubelet stops a terminating pod's containers and removes it.
+            for pod in left
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_some())
+            {
+                let name = pod.metadata.name.as_deref().unwrap();
+                pods.delete(name, &DeleteParams::default().grace_period(0))
+                    .await
+                    .unwrap();
+                removed.set(removed.get() + 1);
+            }
+            // The disruption controller, once the evicted pod is gone (and after the second
+            // eviction was refused), finds the budget healthy enough for one more.
+            if removed.get() == 1 && !restored.get() && evictions(429) > 0 {
+                budgets
+                    .patch_status(
+                        "web",
+                        &PatchParams::default(),
+                        &Patch::Merge(one_left.clone()),
+                    )
+                    .await
+                    .unwrap();
+                restored.set(true);
+            }
+            left.is_empty()
+        },
+    )
+    .await;
+    let out = drain.await.unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("node/n1 drained"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let node = Api::<Node>::all(server.client()).get("n1").await.unwrap();
+    assert_eq!(node.spec.unwrap().unschedulable, Some(true));
+    // Two granted, and the second pod's tries refused while the budget had none left.
+    assert_eq!(evictions(201), 2);
+    assert!(evictions(429) >= 1);
 }

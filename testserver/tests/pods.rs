@@ -1,17 +1,20 @@
-//! What the pod registry adds, as kube-apiserver v1.36 has it: `pods/binding` and graceful
-//! deletion, which leaves a bound pod terminating until the kubelet (here the test) deletes it
-//! again with grace 0.
+//! What the pod registry adds, as kube-apiserver v1.36 has it: `pods/binding`, the eviction
+//! subresource with its PodDisruptionBudget checks, and graceful deletion, which leaves a
+//! bound pod terminating until the kubelet (here the test) deletes it again with grace 0.
 
 mod common;
 
 use common::{DEADLINE, eventually, http_request};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, WatchEvent, WatchParams};
 use kube::core::Status;
 use kube_testserver::testing::RawResponse;
 use kube_testserver::{TestServer, UserInfo};
 use serde_json::{Value, json};
+
+const VIOLATES: &str = "Cannot evict pod as it would violate the pod's disruption budget.";
 
 fn pods(server: &TestServer, ns: &str) -> Api<Pod> {
     Api::namespaced(server.client(), ns)
@@ -42,9 +45,32 @@ fn seed_pod(server: &TestServer, name: &str, node: Option<&str>, ready: bool) ->
     (*server.seed(pod).unwrap()).clone()
 }
 
-/// An answer to a POST: status code and JSON body.
+/// A budget over `app=web` in `default` with this status (observedGeneration 1 unless given).
+fn seed_budget(server: &TestServer, name: &str, spec: Value, status: Value) {
+    let mut budget = json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": { "name": name, "namespace": "default" },
+        "spec": { "minAvailable": 1, "selector": { "matchLabels": { "app": "web" } } },
+        "status": { "observedGeneration": 1, "expectedPods": 2 },
+    });
+    json_patch::merge(&mut budget["spec"], &spec);
+    json_patch::merge(&mut budget["status"], &status);
+    server.seed(budget).unwrap();
+}
+
+/// A server with pod `web-1` running on `n1`, Ready or not, under budget `web` (spec and
+/// status as given over the defaults of [`seed_budget`]).
+async fn under_budget(ready: bool, spec: Value, status: Value) -> TestServer {
+    let server = TestServer::start().await;
+    seed_pod(&server, "web-1", Some("n1"), ready);
+    seed_budget(&server, "web", spec, status);
+    server
+}
+
+/// An answer to a POST: status code, header block and JSON body.
 struct Answer {
     code: u16,
+    head: String,
     body: Value,
 }
 
@@ -60,12 +86,16 @@ impl Answer {
 }
 
 async fn post(server: &TestServer, path: &str, body: &Value) -> Answer {
-    let RawResponse { status, body, .. } =
+    let RawResponse { status, head, body } =
         http_request(server.addr(), "POST", path, Some(&body.to_string()))
             .await
             .expect("the server answers");
     let body = serde_json::from_str(&body).unwrap_or(Value::Null);
-    Answer { code: status, body }
+    Answer {
+        code: status,
+        head,
+        body,
+    }
 }
 
 async fn bind(server: &TestServer, pod: &str, body: Value) -> Answer {
@@ -82,6 +112,15 @@ fn binding(pod: &str, node: &str) -> Value {
     })
 }
 
+async fn evict(server: &TestServer, pod: &str, query: &str) -> Answer {
+    let eviction = json!({
+        "apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": { "name": pod, "namespace": "default" },
+    });
+    let path = format!("/api/v1/namespaces/default/pods/{pod}/eviction{query}");
+    post(server, &path, &eviction).await
+}
+
 fn success() -> Value {
     json!({ "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201 })
 }
@@ -95,6 +134,11 @@ fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
 
 async fn pod_json(server: &TestServer, name: &str) -> Value {
     serde_json::to_value(pods(server, "default").get(name).await.unwrap()).unwrap()
+}
+
+async fn budget_json(server: &TestServer, name: &str) -> Value {
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(server.client(), "default");
+    serde_json::to_value(budgets.get(name).await.unwrap()).unwrap()
 }
 
 fn seconds(text: &Value) -> i64 {
@@ -228,7 +272,7 @@ async fn binding_is_refused_as_the_binding_rest_refuses_it() {
 }
 
 #[tokio::test]
-async fn rbac_names_binding_as_a_pod_subresource() {
+async fn rbac_names_binding_and_eviction_as_pod_subresources() {
     let server = TestServer::start().await;
     seed_pod(&server, "p", None, false);
     server.enforce_rbac();
@@ -269,6 +313,294 @@ async fn rbac_names_binding_as_a_pod_subresource() {
             "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "scheduler" }] }))
         .unwrap();
     assert_eq!(as_scheduler(path, &binding).await.unwrap(), success());
+
+    let eviction =
+        json!({ "apiVersion": "policy/v1", "kind": "Eviction", "metadata": { "name": "p" } });
+    let path = "/api/v1/namespaces/default/pods/p/eviction";
+    let refused = api_error(as_scheduler(path, &eviction).await.unwrap_err());
+    assert_eq!(refused.code, 403);
+    assert_eq!(
+        refused.message,
+        "pods \"p\" is forbidden: User \"scheduler\" cannot create resource \"pods/eviction\" in API group \"\" in the namespace \"default\""
+    );
+}
+
+#[tokio::test]
+async fn an_eviction_within_the_budget_takes_a_disruption_and_deletes_gracefully() {
+    let server = under_budget(
+        true,
+        json!({}),
+        json!({ "disruptionsAllowed": 1, "currentHealthy": 2, "desiredHealthy": 1 }),
+    )
+    .await;
+
+    assert!(evict(&server, "web-1", "").await.succeeded());
+
+    let budget = budget_json(&server, "web").await;
+    assert_eq!(budget["status"]["disruptionsAllowed"], 0);
+    let taken_at = seconds(&budget["status"]["disruptedPods"]["web-1"]);
+    assert!((now() - taken_at).abs() <= 2, "{budget}");
+    let allowed = condition(&budget, "DisruptionAllowed").unwrap();
+    assert_eq!(
+        (&allowed["status"], &allowed["reason"]),
+        (&json!("False"), &json!("InsufficientPods"))
+    );
+    assert_eq!(allowed["observedGeneration"], 1);
+
+    // Bound and running: the pod terminates for its grace period, marked as evicted.
+    let pod = pod_json(&server, "web-1").await;
+    assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], 30);
+    let target = condition(&pod, "DisruptionTarget").unwrap();
+    assert_eq!(
+        (&target["status"], &target["reason"], &target["message"]),
+        (
+            &json!("True"),
+            &json!("EvictionByEvictionAPI"),
+            &json!("Eviction API: evicting")
+        )
+    );
+    kubelet_removes(&server, "web-1").await;
+    assert_eq!(
+        api_error(pods(&server, "default").get("web-1").await.unwrap_err()).code,
+        404
+    );
+}
+
+#[tokio::test]
+async fn an_eviction_beyond_the_budget_is_refused_with_429() {
+    let server = under_budget(
+        true,
+        json!({}),
+        json!({ "disruptionsAllowed": 0, "currentHealthy": 2, "desiredHealthy": 2 }),
+    )
+    .await;
+    let before = pod_json(&server, "web-1").await;
+    let refused = evict(&server, "web-1", "").await;
+    assert_eq!(refused.code, 429);
+    assert!(
+        !refused.head.to_ascii_lowercase().contains("retry-after"),
+        "{}",
+        refused.head
+    );
+    assert_eq!(
+        refused.body,
+        json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": VIOLATES, "reason": "TooManyRequests", "code": 429,
+            "details": { "causes": [{ "reason": "DisruptionBudget",
+                "message": "The disruption budget web needs 2 healthy pods and has 2 currently" }] },
+        })
+    );
+    assert_eq!(pod_json(&server, "web-1").await, before);
+    assert_eq!(
+        budget_json(&server, "web").await["status"]["disruptionsAllowed"],
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_pod_under_two_budgets_is_not_evicted() {
+    let server = TestServer::start().await;
+    seed_pod(&server, "web-1", Some("n1"), true);
+    let before = pod_json(&server, "web-1").await;
+    let plenty = json!({ "disruptionsAllowed": 5, "currentHealthy": 2, "desiredHealthy": 1 });
+    seed_budget(&server, "web", json!({}), plenty.clone());
+    seed_budget(
+        &server,
+        "all",
+        json!({ "selector": { "matchLabels": null } }),
+        plenty,
+    );
+    let refused = evict(&server, "web-1", "").await;
+    assert_eq!(refused.code, 500);
+    assert_eq!(
+        refused.body,
+        json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+            "code": 500,
+        })
+    );
+    assert_eq!(pod_json(&server, "web-1").await, before);
+}
+
+#[tokio::test]
+async fn a_budget_its_controller_has_not_seen_yet_refuses() {
+    let server = under_budget(
+        true,
+        json!({}),
+        json!({ "disruptionsAllowed": 3, "currentHealthy": 2, "desiredHealthy": 1 }),
+    )
+    .await;
+    // A spec change bumps the generation past what the status observed.
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(server.client(), "default");
+    budgets
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "minAvailable": 2 } })),
+        )
+        .await
+        .unwrap();
+    let refused = evict(&server, "web-1", "").await;
+    assert_eq!(refused.refusal(), (429, VIOLATES));
+    assert!(
+        refused
+            .head
+            .to_ascii_lowercase()
+            .contains("retry-after: 10"),
+        "{}",
+        refused.head
+    );
+    assert_eq!(
+        refused.body["details"],
+        json!({ "retryAfterSeconds": 10, "causes": [{ "reason": "DisruptionBudget",
+            "message": "The disruption budget web is still being processed by the server." }] })
+    );
+    assert_eq!(
+        budget_json(&server, "web").await["status"]["disruptionsAllowed"],
+        3
+    );
+}
+
+#[tokio::test]
+async fn always_allow_evicts_a_running_unready_pod_without_taking_a_disruption() {
+    let server = under_budget(
+        false,
+        json!({ "unhealthyPodEvictionPolicy": "AlwaysAllow" }),
+        json!({ "disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 2 }),
+    )
+    .await;
+    let budget_before = budget_json(&server, "web").await;
+    assert!(evict(&server, "web-1", "").await.succeeded());
+    assert_eq!(budget_json(&server, "web").await, budget_before);
+    let pod = pod_json(&server, "web-1").await;
+    assert!(pod["metadata"]["deletionTimestamp"].is_string(), "{pod}");
+    assert!(condition(&pod, "DisruptionTarget").is_some());
+}
+
+#[tokio::test]
+async fn if_healthy_budget_spares_an_unready_pod_only_while_the_budget_is_healthy() {
+    // The default policy (IfHealthyBudget), the budget short of healthy pods.
+    let server = under_budget(
+        false,
+        json!({}),
+        json!({ "disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 2 }),
+    )
+    .await;
+    let refused = evict(&server, "web-1", "").await;
+    assert_eq!(refused.refusal(), (429, VIOLATES));
+    assert_eq!(
+        refused.body["details"]["causes"],
+        json!([{ "reason": "DisruptionBudget",
+            "message": "The disruption budget web needs 2 healthy pods and has 1 currently" }])
+    );
+
+    // Healthy again: the unready pod goes, and the budget keeps its disruptions.
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(server.client(), "default");
+    budgets
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "currentHealthy": 2 } })),
+        )
+        .await
+        .unwrap();
+    assert!(evict(&server, "web-1", "").await.succeeded());
+    let budget = budget_json(&server, "web").await;
+    assert_eq!(budget["status"]["disruptionsAllowed"], 0);
+    assert!(budget["status"]["disruptedPods"].is_null(), "{budget}");
+    let pod = pod_json(&server, "web-1").await;
+    assert!(pod["metadata"]["deletionTimestamp"].is_string(), "{pod}");
+}
+
+#[tokio::test]
+async fn pending_and_terminal_pods_are_evicted_whatever_the_budget() {
+    let server = TestServer::start().await;
+    seed_pod(&server, "pending", None, false);
+    let done = json!({ "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "done", "namespace": "default", "labels": { "app": "web" } },
+        "spec": { "nodeName": "n1", "containers": [{ "name": "c", "image": "i" }] },
+        "status": { "phase": "Succeeded" } });
+    server.seed(done).unwrap();
+    seed_budget(
+        &server,
+        "web",
+        json!({}),
+        json!({ "disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 2 }),
+    );
+    for name in ["pending", "done"] {
+        assert!(evict(&server, name, "").await.succeeded(), "{name}");
+        // Unbound or terminal: no grace period.
+        assert_eq!(
+            api_error(pods(&server, "default").get(name).await.unwrap_err()).code,
+            404
+        );
+    }
+    assert_eq!(
+        evict(&server, "ghost", "").await.refusal(),
+        (404, "pods \"ghost\" not found")
+    );
+}
+
+#[tokio::test]
+async fn a_dry_run_eviction_changes_nothing() {
+    let server = under_budget(
+        true,
+        json!({}),
+        json!({ "disruptionsAllowed": 1, "currentHealthy": 2, "desiredHealthy": 1 }),
+    )
+    .await;
+    let pod_before = pod_json(&server, "web-1").await;
+    let budget_before = budget_json(&server, "web").await;
+    assert!(evict(&server, "web-1", "?dryRun=All").await.succeeded());
+    assert_eq!(pod_json(&server, "web-1").await, pod_before);
+    assert_eq!(budget_json(&server, "web").await, budget_before);
+}
+
+// Several threads, so the evictions' writes of the budget can race and conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_evictions_take_no_more_than_the_budget_allows() {
+    let server = TestServer::start().await;
+    for name in ["web-1", "web-2", "web-3"] {
+        seed_pod(&server, name, Some("n1"), true);
+    }
+    seed_budget(
+        &server,
+        "web",
+        json!({}),
+        json!({ "disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2 }),
+    );
+    let (a, b, c) = tokio::join!(
+        evict(&server, "web-1", ""),
+        evict(&server, "web-2", ""),
+        evict(&server, "web-3", "")
+    );
+    let mut codes = vec![a.code, b.code, c.code];
+    codes.sort_unstable();
+    assert_eq!(codes, [201, 429, 429]);
+    let budget = budget_json(&server, "web").await;
+    assert_eq!(budget["status"]["disruptionsAllowed"], 0);
+    assert_eq!(
+        budget["status"]["disruptedPods"].as_object().unwrap().len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn v1beta1_evictions_are_accepted_and_bodies_checked() {
+    let server = TestServer::start().await;
+    seed_pod(&server, "p", None, false);
+    let path = "/api/v1/namespaces/default/pods/p/eviction";
+    let wrong_name =
+        json!({ "apiVersion": "policy/v1", "kind": "Eviction", "metadata": { "name": "q" } });
+    assert_eq!(
+        post(&server, path, &wrong_name).await.refusal(),
+        (400, "name in URL does not match name in Eviction object")
+    );
+    let beta = json!({ "apiVersion": "policy/v1beta1", "kind": "Eviction", "metadata": { "name": "p" },
+        "deleteOptions": { "gracePeriodSeconds": 0 } });
+    assert!(post(&server, path, &beta).await.succeeded());
 }
 
 #[tokio::test]
