@@ -1,0 +1,112 @@
+//! `kcm-nodesim`: plays the kubelets of N nodes (and a simple scheduler) against the cluster of
+//! the current kubeconfig until interrupted.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use kcm_nodesim::{Config, Simulator, parse_duration};
+
+#[derive(Parser, Debug)]
+#[command(name = "kcm-nodesim", version, about)]
+struct Args {
+    /// The kubeconfig to use (else KUBECONFIG, ~/.kube/config or in-cluster).
+    #[arg(long)]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// How many nodes to play.
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// Nodes are named <prefix><index>.
+    #[arg(long, default_value = "sim-")]
+    node_prefix: String,
+    #[arg(long, default_value = "8")]
+    cpu: String,
+    #[arg(long, default_value = "32Gi")]
+    memory: String,
+    #[arg(long, default_value_t = 110)]
+    max_pods: u32,
+    /// Extra node labels, key=value, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    labels: Vec<String>,
+    /// Leave binding to a kube-scheduler that runs in the cluster.
+    #[arg(long)]
+    no_schedule: bool,
+    /// How often node Leases are renewed (Go duration).
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    lease_renew: Duration,
+    /// How often node status is posted when nothing changed.
+    #[arg(long, default_value = "1m", value_parser = duration)]
+    status_report: Duration,
+    /// How long a container takes to exit after SIGTERM.
+    #[arg(long, default_value = "1s", value_parser = duration)]
+    shutdown: Duration,
+}
+
+fn duration(text: &str) -> Result<Duration, String> {
+    parse_duration(text).ok_or_else(|| format!("{text:?} is not a duration like 10s or 1m30s"))
+}
+
+fn labels(pairs: &[String]) -> Result<BTreeMap<String, String>, String> {
+    pairs
+        .iter()
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| format!("label {pair:?} is not key=value"))
+        })
+        .collect()
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = Args::parse();
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kcm-nodesim: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    let client = kube::Client::try_from(config)?;
+    let simulator = Simulator::start(
+        client,
+        Config {
+            nodes: args.nodes,
+            node_prefix: args.node_prefix,
+            cpu: args.cpu,
+            memory: args.memory,
+            max_pods: args.max_pods,
+            labels: labels(&args.labels)?,
+            taints: Vec::new(),
+            schedule: !args.no_schedule,
+            lease_renew: args.lease_renew,
+            status_report: args.status_report,
+            shutdown: args.shutdown,
+            ..Config::default()
+        },
+    )
+    .await?;
+    eprintln!(
+        "kcm-nodesim: playing {}; Ctrl-C stops",
+        simulator.nodes().join(", ")
+    );
+    tokio::signal::ctrl_c().await?;
+    simulator.shutdown().await;
+    Ok(())
+}
