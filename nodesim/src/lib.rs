@@ -121,6 +121,12 @@ pub enum Error {
     UnknownNode(String),
 }
 
+/// Whether a failed request may succeed if sent again: any failure but the API server's
+/// final answers (not found, conflict, invalid, forbidden, bad request).
+pub(crate) fn is_transient(e: &kube::Error) -> bool {
+    !matches!(e, kube::Error::Api(s) if matches!(s.code, 400 | 401 | 403 | 404 | 409 | 422))
+}
+
 /// State shared by the simulator's tasks.
 pub(crate) struct Shared {
     pub client: Client,

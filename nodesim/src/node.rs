@@ -72,6 +72,30 @@ pub(crate) fn pod_subnet(index: usize) -> String {
     format!("10.{}.{}", 128 + index / 256, index % 256)
 }
 
+/// How long registration keeps retrying answers that say "not now" (an API server still
+/// starting answers 503 for a while, a busy one 429).
+const REGISTER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Runs `call` until it succeeds, fails for good, or [`REGISTER_PATIENCE`] has passed.
+async fn patiently<T, F, Fut>(mut call: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let deadline = tokio::time::Instant::now() + REGISTER_PATIENCE;
+    let mut pause = std::time::Duration::from_millis(100);
+    loop {
+        match call().await {
+            Err(e) if crate::is_transient(&e) && tokio::time::Instant::now() < deadline => {
+                tracing::debug!(error = %e, "registration retried");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(2));
+            }
+            answer => return answer,
+        }
+    }
+}
+
 /// Creates node `name` as the kubelet registers it (or takes the one there), posts its
 /// status Ready, lifts the not-ready taint, and takes its Lease.
 pub(crate) async fn register(
@@ -105,10 +129,10 @@ pub(crate) async fn register(
         "spec": spec,
     });
     let node: Node = serde_json::from_value(body).expect("a valid node");
-    let registered = match nodes.create(&PostParams::default(), &node).await {
+    let create = PostParams::default();
+    let registered = match patiently(|| nodes.create(&create, &node)).await {
         Ok(node) => node,
-        Err(kube::Error::Api(s)) if s.code == 409 => nodes
-            .get(name)
+        Err(kube::Error::Api(s)) if s.code == 409 => patiently(|| nodes.get(name))
             .await
             .map_err(|source| register_error(name, source))?,
         Err(source) => return Err(register_error(name, source)),
@@ -118,11 +142,11 @@ pub(crate) async fn register(
         { "type": "InternalIP", "address": format!("100.64.{}.{}", index / 256, index % 256) },
         { "type": "Hostname", "address": name },
     ]);
-    post_status_with(shared, name, capacity, Some(addresses))
+    patiently(|| post_status_with(shared, name, capacity, Some(addresses.clone())))
         .await
         .map_err(|source| register_error(name, source))?;
     lift_not_ready_taint(&nodes, name).await;
-    take_lease(shared, name, &uid)
+    patiently(|| take_lease(shared, name, &uid))
         .await
         .map_err(|source| register_error(name, source))
 }

@@ -16,10 +16,10 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::Shared;
 use crate::node::pod_subnet;
 use crate::pod::{self, Containers};
 use crate::schedule::{self, Room};
+use crate::{Shared, is_transient};
 
 /// How soon a failed write is tried again.
 const RETRY: Duration = Duration::from_secs(1);
@@ -145,10 +145,6 @@ fn timestamp(at: jiff::Timestamp) -> String {
 
 fn since(at: jiff::Timestamp) -> Duration {
     Duration::try_from(jiff::Timestamp::now().duration_since(at)).unwrap_or_default()
-}
-
-fn is_transient(e: &kube::Error) -> bool {
-    !matches!(e, kube::Error::Api(s) if s.code == 404 || s.code == 409 || s.code == 422)
 }
 
 impl Worker {

@@ -428,6 +428,14 @@ impl ControlPlane {
             .unwrap_or_else(|e| panic!("admin client: {e}"))
     }
 
+    /// An admin client that takes a 429 as the answer it is: an eviction refused by a
+    /// budget (kube's client would retry it for minutes, as kubectl does not).
+    pub async fn client_without_retries(&self) -> kube::Client {
+        client_with(&self.kubeconfig, false)
+            .await
+            .unwrap_or_else(|e| panic!("admin client: {e}"))
+    }
+
     /// A kubeconfig file authenticating with `token` (e.g. a ServiceAccount's, from
     /// TokenRequest), named `name` in this control plane's directory.
     pub fn kubeconfig_with_token(&self, name: &str, token: &str) -> PathBuf {
@@ -563,10 +571,17 @@ fn watchdog(process_group: u32, dir: &Path) -> Result<ChildStdin, EnvtestError> 
 }
 
 async fn client_from(kubeconfig: &Path) -> Result<kube::Client, String> {
+    client_with(kubeconfig, true).await
+}
+
+/// A client of `kubeconfig`; `retry`: kube's own retry of 429, 503 and 504 answers.
+async fn client_with(kubeconfig: &Path, retry: bool) -> Result<kube::Client, String> {
     let kubeconfig = Kubeconfig::read_from(kubeconfig).map_err(|e| e.to_string())?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| e.to_string())?;
+    config.default_retry = retry;
     kube::Client::try_from(config).map_err(|e| e.to_string())
 }
 

@@ -10,6 +10,7 @@ use kube_testserver::rbac::allows;
 
 pub mod agent;
 pub mod envtest;
+pub mod living;
 pub mod proc;
 pub mod rbac;
 
