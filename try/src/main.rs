@@ -9,7 +9,7 @@ mod demo;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use demo::{Demo, Error, SCRIPT};
+use demo::{Demo, Error, Note, SCRIPT, Step};
 
 /// How long each state stays on screen before the next churn step.
 const PAUSE: Duration = Duration::from_secs(6);
@@ -69,7 +69,11 @@ async fn run(batch: bool, log_path: &std::path::Path) -> Result<(), Error> {
         }
     } else {
         let kubectl = kubectl_hint(&demo.kubeconfig().display().to_string());
-        let closing = format!("{CLOSING}{}", explain_hint(&demo.metrics_url()));
+        let closing = format!(
+            "{CLOSING}{}{}",
+            explain_quota_hint(&demo.metrics_url()),
+            explain_pdb_hint(&demo.metrics_url()),
+        );
         play_live(&demo, &format!("{intro}{kubectl}"), &closing).await
     };
     demo.stop().await?;
@@ -88,30 +92,67 @@ fn kubectl_hint(kubeconfig: &str) -> String {
 
 /// What the demo does not run, and what a cluster's API server refuses.
 const CLOSING: &str = "\
-Only kcm's five controllers run here: no Deployment, ReplicaSet or scheduler
-controller, so `kubectl create deployment` makes no pods and new pods stay Pending.
-Create pods directly; the API server admits them against the quotas kcm keeps, as a
-cluster's does (shop/compute is full and wants requests and limits):
+Only kcm's five controllers run here, with kcm-nodesim's kubelets and scheduler on
+worker-0..2 and the demo's own ReplicaSet controller for shop/web: `kubectl create
+deployment` makes no pods. Create pods directly; the API server admits them against
+the quotas kcm keeps, as a cluster's does (shop/compute is full and wants requests
+and limits):
   kubectl -n shop run extra --image=nginx
   kubectl -n shop describe pdb web
 ";
 
-/// One `kcm explain` worth trying: why the batch quota counts what it counts, from kcm's
-/// `/debug/explain` (its HTTP listener, beside `/metrics`).
-fn explain_hint(metrics_url: &str) -> String {
-    let explain = metrics_url.replace("/metrics", "/debug/explain/quota/batch/pods");
+/// Why the finished jobs' pods are not in quota batch/best-effort.
+fn explain_quota_hint(metrics_url: &str) -> String {
+    explain_hint(
+        metrics_url,
+        "Why quota batch/best-effort counts 1 pod (the finished jobs are left out)",
+        ["quota", "batch", "best-effort"],
+    )
+}
+
+/// Why PDB shop/web holds the drain while 3 web pods are unready, and lets it go after.
+fn explain_pdb_hint(metrics_url: &str) -> String {
+    explain_hint(
+        metrics_url,
+        "Which web pods PDB shop/web counts healthy, and so the disruptions it allows",
+        ["pdb", "shop", "web"],
+    )
+}
+
+/// `kcm explain` of an object (`[kind, namespace, name]`), and the same from kcm's
+/// `/debug/explain` (its HTTP listener, beside `/metrics`), while the demo runs.
+fn explain_hint(metrics_url: &str, why: &str, [kind, namespace, name]: [&str; 3]) -> String {
+    let explain = metrics_url.replace(
+        "/metrics",
+        &format!("/debug/explain/{kind}/{namespace}/{name}"),
+    );
     format!(
-        "Why the batch quota counts 2 pods (the finished jobs are left out; also `kcm explain`):\n\
+        "{why}:\n\
+         \x20 kcm explain {kind} -n {namespace} {name}   # with the demo's KUBECONFIG\n\
          \x20 curl -s {explain}\n"
     )
 }
 
-/// The script without pauses, then the final table.
+/// The script without pauses, with the drain's lines, the budget and the drain while it is
+/// held, then the final table.
 async fn play_batch(demo: &Demo, intro: &str) -> Result<(), Error> {
     println!("{intro}");
+    let explain = explain_pdb_hint(&demo.metrics_url());
     let table = demo
-        .script(QUIET, SETTLE_DEADLINE, |step| {
-            println!("step: {}", step.what())
+        .script(QUIET, SETTLE_DEADLINE, |note| match note {
+            Note::Step(step) => println!("step: {}", step.what()),
+            Note::Drain(line) => println!("  {line}"),
+            Note::Settled(Step::DrainNode, table) => {
+                // Sections are separated by blank lines; the rest comes with the final table.
+                for section in table
+                    .split("\n\n")
+                    .filter(|s| s.starts_with("PODDISRUPTIONBUDGET") || s.starts_with("DRAIN"))
+                {
+                    println!("\n{}", section.trim_end());
+                }
+                println!("\n{explain}");
+            }
+            Note::Settled(..) => {}
         })
         .await?;
     println!(
@@ -132,8 +173,14 @@ async fn play_live(demo: &Demo, intro: &str, closing: &str) -> Result<(), Error>
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     loop {
+        let drain: String = demo
+            .drain_progress()
+            .iter()
+            .flat_map(|d| d.lines.iter())
+            .map(|line| format!("  {line}\n"))
+            .collect();
         let screen = format!(
-            "{intro}\n{}\n{status}\nCtrl-C stops the demo.\n",
+            "{intro}\n{}\n{drain}{status}\nCtrl-C stops the demo.\n",
             demo.table().await?
         );
         if screen != shown {
