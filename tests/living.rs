@@ -1003,6 +1003,14 @@ async fn upstream_e2e_specs_pass_with_kcm() {
     let nodes = kcm_nodesim::Simulator::start(client, config)
         .await
         .expect("the simulated nodes register");
+    // The e2e framework starts from the `kubernetes` Service, which kube-apiserver makes a
+    // little after it serves.
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(cluster.plane.client().await, "default");
+    eventually("Service default/kubernetes", DEADLINE, || async {
+        services.get_opt("kubernetes").await.ok().flatten().is_some()
+    })
+    .await;
     let five = cluster.five(Side::Kcm);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/e2e/upstream-specs.sh");
     let status = tokio::process::Command::from(cluster.plane.command(script))

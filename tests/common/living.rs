@@ -26,7 +26,8 @@ pub const FIVE: &str = "resourcequota-controller,disruption-controller,ttl-contr
 /// ServiceAccounts upstream's e2e framework waits for.
 const WORKLOADS: &str = "deployment-controller,replicaset-controller,job-controller,\
                          replicationcontroller-controller,namespace-controller,\
-                         serviceaccount-controller,garbage-collector-controller,\
+                         serviceaccount-controller,root-ca-certificate-publisher-controller,\
+                         garbage-collector-controller,\
                          node-lifecycle-controller,pod-garbage-collector-controller,\
                          taint-eviction-controller";
 
@@ -83,12 +84,18 @@ impl LivingCluster {
             &[&kubeconfig, "--leader-elect=false", "--secure-port=0"],
         );
         let controllers = format!("--controllers={WORKLOADS}");
+        // The CA the kubeconfig trusts, which the publisher copies into every namespace.
+        let root_ca = format!(
+            "--root-ca-file={}",
+            plane.kubeconfig.with_file_name("ca.crt").display()
+        );
         let workloads = spawn(
             plane,
             "kube-controller-manager",
             &[
                 &kubeconfig,
                 &controllers,
+                &root_ca,
                 "--leader-elect=false",
                 "--secure-port=0",
                 "--node-monitor-period=1s",
