@@ -1008,7 +1008,12 @@ async fn upstream_e2e_specs_pass_with_kcm() {
     let services: Api<k8s_openapi::api::core::v1::Service> =
         Api::namespaced(cluster.plane.client().await, "default");
     eventually("Service default/kubernetes", DEADLINE, || async {
-        services.get_opt("kubernetes").await.ok().flatten().is_some()
+        services
+            .get_opt("kubernetes")
+            .await
+            .ok()
+            .flatten()
+            .is_some()
     })
     .await;
     let five = cluster.five(Side::Kcm);
