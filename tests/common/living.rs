@@ -27,7 +27,7 @@ pub const FIVE: &str = "resourcequota-controller,disruption-controller,ttl-contr
 const WORKLOADS: &str = "deployment-controller,replicaset-controller,job-controller,\
                          replicationcontroller-controller,namespace-controller,\
                          serviceaccount-controller,root-ca-certificate-publisher-controller,\
-                         garbage-collector-controller,\
+                         garbage-collector-controller,persistentvolumeclaim-protection-controller,\
                          node-lifecycle-controller,pod-garbage-collector-controller,\
                          taint-eviction-controller";
 
