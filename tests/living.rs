@@ -36,7 +36,10 @@ const REFUSED: &str = "Cannot evict pod as it would violate the pod's disruption
 /// One side's run of a scenario: its namespace, its nodes (named `<namespace>-<i>`), and
 /// clients.
 struct Run {
+    /// kube's client retries 429 and 503 (an API server just started answers 503 for a while).
     client: Client,
+    /// One that does not: an eviction's 429 is the budget's answer.
+    evictions: Client,
     ns: String,
     nodes: kcm_nodesim::Simulator,
 }
@@ -44,9 +47,15 @@ struct Run {
 impl Run {
     /// A namespace `<prefix>-<side>-<random>` and `nodes` simulated nodes labelled for it.
     async fn start(cluster: &LivingCluster, side: Side, prefix: &str, nodes: usize) -> Self {
-        let client = cluster.plane.client_without_retries().await;
+        let client = cluster.plane.client().await;
+        let evictions = cluster.plane.client_without_retries().await;
         let (ns, nodes) = living::pool(cluster.plane, &client, prefix, side, nodes).await;
-        Self { client, ns, nodes }
+        Self {
+            client,
+            evictions,
+            ns,
+            nodes,
+        }
     }
 
     fn api<K>(&self) -> Api<K>
@@ -196,11 +205,21 @@ impl Run {
 
     /// Evicts pod `name`: Ok, or the refusal's HTTP code and message.
     async fn evict(&self, name: &str) -> Result<(), (u16, String)> {
-        match self.api::<Pod>().evict(name, &EvictParams::default()).await {
+        let pods: Api<Pod> = Api::namespaced(self.evictions.clone(), &self.ns);
+        match pods.evict(name, &EvictParams::default()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) => Err((status.code, status.message)),
             Err(e) => panic!("evicting {name}: {e}"),
         }
+    }
+
+    /// Deployment `app` of `replicas` pods under a budget (`budget` in its spec), every pod
+    /// Ready and the budget's status settled at `allowed` disruptions.
+    async fn budgeted(&self, app: &str, replicas: i32, budget: Value, allowed: i64) -> Value {
+        self.deployment(app, replicas).await;
+        self.pdb(app, budget).await;
+        self.ready(app, replicas as usize).await;
+        self.pdb_settles(app, i64::from(replicas), allowed).await
     }
 
     async fn finish(self) {
@@ -542,10 +561,8 @@ async fn rollout_under_a_pdb_while_a_drain_evicts() {
     let Some(outcome) = beside_upstream("rollout", |cluster, side| async move {
         let run = Run::start(cluster, side, "rollout", 3).await;
         let _five = cluster.five(side);
-        run.deployment("web", 6).await;
-        run.pdb("web", json!({ "maxUnavailable": 1 })).await;
-        run.ready("web", 6).await;
-        run.pdb_settles("web", 6, 1).await;
+        run.budgeted("web", 6, json!({ "maxUnavailable": 1 }), 1)
+            .await;
         let deployments = run.api::<Deployment>();
         let bump = json!({ "spec": { "template": { "metadata": {
             "annotations": { "living.kcm.dev/revision": "2" } } } } });
@@ -625,14 +642,8 @@ async fn evict_not_ready(
     let prefix = format!("evict-{}", policy.to_lowercase());
     let run = Run::start(cluster, side, &prefix, 3).await;
     let _five = cluster.five(side);
-    run.deployment("web", 3).await;
-    run.pdb(
-        "web",
-        json!({ "minAvailable": 3, "unhealthyPodEvictionPolicy": policy }),
-    )
-    .await;
-    run.ready("web", 3).await;
-    run.pdb_settles("web", 3, 0).await;
+    let budget = json!({ "minAvailable": 3, "unhealthyPodEvictionPolicy": policy });
+    run.budgeted("web", 3, budget, 0).await;
     let pods = run.pods("web").await;
     let (sick, well) = (pods[0].name_any(), pods[1].name_any());
     set_ready(&run, &sick, false).await;
@@ -788,10 +799,8 @@ async fn evict_from_a_node_gone_not_ready_under_a_pdb() {
     let Some(outcome) = beside_upstream("node not ready", |cluster, side| async move {
         let run = Run::start(cluster, side, "not-ready", 2).await;
         let _five = cluster.five(side);
-        run.deployment("web", 4).await;
-        run.pdb("web", json!({ "minAvailable": 3 })).await;
-        run.ready("web", 4).await;
-        run.pdb_settles("web", 4, 1).await;
+        run.budgeted("web", 4, json!({ "minAvailable": 3 }), 1)
+            .await;
         let silent = run.node(1);
         run.nodes
             .stop_node(&silent)
@@ -935,10 +944,8 @@ async fn drain_completes_while_the_leader_is_killed_and_the_standby_takes_over()
         })
         .await;
         five.add_replica();
-        run.deployment("web", 6).await;
-        run.pdb("web", json!({ "minAvailable": 5 })).await;
-        run.ready("web", 6).await;
-        run.pdb_settles("web", 6, 1).await;
+        run.budgeted("web", 6, json!({ "minAvailable": 5 }), 1)
+            .await;
         let floor = HealthFloor::watch(&run).await;
         let pdbs = run.api::<PodDisruptionBudget>();
         let draining = tokio::spawn(drain(cluster, run.node(0)));
@@ -992,7 +999,7 @@ async fn upstream_e2e_specs_pass_with_kcm() {
         return;
     };
     let _turn = cluster.turn().await;
-    let client = cluster.plane.client_without_retries().await;
+    let client = cluster.plane.client().await;
     let config = kcm_nodesim::Config {
         nodes: 3,
         node_prefix: "e2e-".to_string(),
