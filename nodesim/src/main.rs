@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use k8s_openapi::api::core::v1::Taint;
 use kcm_nodesim::{Config, Simulator, parse_duration};
 
 #[derive(Parser, Debug)]
@@ -29,9 +30,16 @@ struct Args {
     /// Extra node labels, key=value, comma-separated.
     #[arg(long, value_delimiter = ',')]
     labels: Vec<String>,
+    /// Taints the nodes register with, key[=value]:Effect, comma-separated (the kubelet's
+    /// --register-with-taints).
+    #[arg(long, value_delimiter = ',', value_parser = taint)]
+    taints: Vec<Taint>,
     /// Leave binding to a kube-scheduler that runs in the cluster.
     #[arg(long)]
     no_schedule: bool,
+    /// The node Leases' duration (Go duration, whole seconds).
+    #[arg(long, default_value = "40s", value_parser = duration)]
+    lease_duration: Duration,
     /// How often node Leases are renewed (Go duration).
     #[arg(long, default_value = "10s", value_parser = duration)]
     lease_renew: Duration,
@@ -41,10 +49,32 @@ struct Args {
     /// How long a container takes to exit after SIGTERM.
     #[arg(long, default_value = "1s", value_parser = duration)]
     shutdown: Duration,
+    /// How many pod writes (status, binding, deletion) may be under way at once.
+    #[arg(long, default_value_t = 16)]
+    writes_in_flight: usize,
 }
 
 fn duration(text: &str) -> Result<Duration, String> {
     parse_duration(text).ok_or_else(|| format!("{text:?} is not a duration like 10s or 1m30s"))
+}
+
+fn taint(text: &str) -> Result<Taint, String> {
+    let (key_value, effect) = text
+        .rsplit_once(':')
+        .ok_or_else(|| format!("taint {text:?} is not key[=value]:Effect"))?;
+    if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+        return Err(format!("taint {text:?}: unknown effect {effect:?}"));
+    }
+    let (key, value) = match key_value.split_once('=') {
+        Some((key, value)) => (key, Some(value.to_string())),
+        None => (key_value, None),
+    };
+    Ok(Taint {
+        key: key.to_string(),
+        value,
+        effect: effect.to_string(),
+        time_added: None,
+    })
 }
 
 fn labels(pairs: &[String]) -> Result<BTreeMap<String, String>, String> {
@@ -93,11 +123,13 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             memory: args.memory,
             max_pods: args.max_pods,
             labels: labels(&args.labels)?,
-            taints: Vec::new(),
+            taints: args.taints,
             schedule: !args.no_schedule,
+            lease_duration: args.lease_duration,
             lease_renew: args.lease_renew,
             status_report: args.status_report,
             shutdown: args.shutdown,
+            writes_in_flight: args.writes_in_flight,
             ..Config::default()
         },
     )

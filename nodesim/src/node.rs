@@ -1,13 +1,17 @@
 //! A node's side of the kubelet: registration, the status it posts, its Lease.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::{Namespace, Node, NodeCondition};
 use kcm::k8s::quantity::Quantity;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::{Config, Error, KUBELET_VERSION, Shared};
+use crate::{Config, Error, KUBELET_VERSION, Shared, is_code, is_transient, timestamp};
 
 /// Where the kubelets' Leases live.
 const LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -15,6 +19,8 @@ const LEASE_NAMESPACE: &str = "kube-node-lease";
 /// lifecycle controller lifts it once the node is Ready.
 const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 const FIELD_MANAGER: &str = "kcm-nodesim";
+/// How many Leases are renewed at once.
+const RENEWALS_IN_FLIGHT: usize = 8;
 
 /// A node's capacity, checked once.
 #[derive(Debug, Clone)]
@@ -42,77 +48,74 @@ impl Capacity {
     }
 }
 
-fn now() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
-}
-
-fn now_micro() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%S.%6fZ")
-        .to_string()
-}
-
 /// The namespace of node Leases exists on kube-apiserver (it makes it at start); a test
 /// server may lack it.
 pub(crate) async fn ensure_lease_namespace(client: &kube::Client) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace = serde_json::from_value(json!({ "metadata": { "name": LEASE_NAMESPACE } }))
         .expect("a valid namespace");
-    if let Err(e) = namespaces.create(&PostParams::default(), &namespace).await
-        && !matches!(&e, kube::Error::Api(s) if s.code == 409)
+    let create = PostParams::default();
+    if let Err(e) = patiently(|| namespaces.create(&create, &namespace)).await
+        && !is_code(&e, 409)
     {
         tracing::warn!(error = %e, "creating namespace {LEASE_NAMESPACE}");
     }
 }
 
-/// The pod CIDR of node `index`: `10.<128 + index / 256>.<index % 256>.0/24`.
+/// The first three octets of node `index`'s pod subnet: `10.<128 + index / 256>.<index % 256>`.
 pub(crate) fn pod_subnet(index: usize) -> String {
     format!("10.{}.{}", 128 + index / 256, index % 256)
 }
 
+/// Node `index`'s InternalIP.
+pub(crate) fn host_ip(index: usize) -> String {
+    format!("100.64.{}.{}", index / 256, index % 256)
+}
+
 /// How long registration keeps retrying answers that say "not now" (an API server still
 /// starting answers 503 for a while, a busy one 429).
-const REGISTER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+const REGISTER_PATIENCE: Duration = Duration::from_secs(60);
 
-/// Runs `call` until it succeeds, fails for good, or [`REGISTER_PATIENCE`] has passed.
+/// Runs `call` until it succeeds, fails for good, or [`REGISTER_PATIENCE`] has passed, with
+/// the kubelet's registration backoff (from 100 ms, doubling, at most 7 s).
 async fn patiently<T, F, Fut>(mut call: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+    Fut: Future<Output = Result<T, kube::Error>>,
 {
     let deadline = tokio::time::Instant::now() + REGISTER_PATIENCE;
-    let mut pause = std::time::Duration::from_millis(100);
+    let mut pause = Duration::from_millis(100);
     loop {
         match call().await {
-            Err(e) if crate::is_transient(&e) && tokio::time::Instant::now() < deadline => {
+            Err(e) if is_transient(&e) && tokio::time::Instant::now() < deadline => {
                 tracing::debug!(error = %e, "registration retried");
                 tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(std::time::Duration::from_secs(2));
+                pause = (pause * 2).min(Duration::from_secs(7));
             }
             answer => return answer,
         }
     }
 }
 
-/// Creates node `name` as the kubelet registers it (or takes the one there), posts its
-/// status Ready, lifts the not-ready taint, and takes its Lease.
-pub(crate) async fn register(
-    shared: &Shared,
-    capacity: &Capacity,
-    index: usize,
-    name: &str,
-) -> Result<(), Error> {
-    let config = &shared.config;
-    let nodes: Api<Node> = Api::all(shared.client.clone());
-    let mut labels = json!({
+/// The labels the kubelet sets itself (`initialNode`) and puts back on a node it finds
+/// registered (`updateDefaultLabels`).
+fn default_labels(name: &str) -> Value {
+    json!({
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
         "beta.kubernetes.io/os": "linux",
         "beta.kubernetes.io/arch": "amd64",
-    });
+    })
+}
+
+/// Creates node `name` as the kubelet registers it, with its status (NotReady: the runtime
+/// not checked yet), or takes the one there with its default labels put back; then posts it
+/// Ready, lifts the not-ready taint and takes its Lease.
+pub(crate) async fn register(shared: &Shared, index: usize, name: &str) -> Result<(), Error> {
+    let config = &shared.config;
+    let nodes: Api<Node> = Api::all(shared.client.clone());
+    let mut labels = default_labels(name);
     for (key, value) in &config.labels {
         labels[key] = json!(value);
     }
@@ -127,25 +130,26 @@ pub(crate) async fn register(
             "annotations": { "volumes.kubernetes.io/controller-managed-attach-detach": "true" },
         },
         "spec": spec,
+        "status": status(shared, name, index, false, &[]),
     });
     let node: Node = serde_json::from_value(body).expect("a valid node");
     let create = PostParams::default();
     let registered = match patiently(|| nodes.create(&create, &node)).await {
         Ok(node) => node,
-        Err(kube::Error::Api(s)) if s.code == 409 => patiently(|| nodes.get(name))
-            .await
-            .map_err(|source| register_error(name, source))?,
+        Err(e) if is_code(&e, 409) => {
+            let labels = Patch::Merge(json!({ "metadata": { "labels": default_labels(name) } }));
+            let params = PatchParams::default();
+            patiently(|| nodes.patch(name, &params, &labels))
+                .await
+                .map_err(|source| register_error(name, source))?
+        }
         Err(source) => return Err(register_error(name, source)),
     };
-    let uid = registered.metadata.uid.unwrap_or_default();
-    let addresses = json!([
-        { "type": "InternalIP", "address": format!("100.64.{}.{}", index / 256, index % 256) },
-        { "type": "Hostname", "address": name },
-    ]);
-    patiently(|| post_status_with(shared, name, capacity, Some(addresses.clone())))
+    patiently(|| post_status_with(shared, name, true))
         .await
         .map_err(|source| register_error(name, source))?;
     lift_not_ready_taint(&nodes, name).await;
+    let uid = registered.metadata.uid.unwrap_or_default();
     patiently(|| take_lease(shared, name, &uid))
         .await
         .map_err(|source| register_error(name, source))
@@ -158,28 +162,58 @@ fn register_error(node: &str, source: kube::Error) -> Error {
     }
 }
 
-/// Posts node `name` Ready (with its capacity and pressure conditions); a failure is logged
-/// and the next heartbeat tries again.
-pub(crate) async fn post_status(shared: &Shared, name: &str, capacity: &Capacity) {
-    if let Err(e) = post_status_with(shared, name, capacity, None).await {
+/// Posts node `name`'s status, Ready or not, and once Ready lifts the not-ready taint; a
+/// failure is logged and the next heartbeat posts again.
+pub(crate) async fn report(shared: &Shared, name: &str, ready: bool) {
+    if let Err(e) = post_status_with(shared, name, ready).await {
         tracing::warn!(node = name, error = %e, "posting node status");
+        return;
+    }
+    if ready {
+        lift_not_ready_taint(&Api::all(shared.client.clone()), name).await;
     }
 }
 
-async fn post_status_with(
+/// Node `name`'s status: capacity, addresses, nodeInfo and the conditions, each stamped now
+/// but keeping the transition time of the same condition in `previous` whose status holds.
+fn status(
     shared: &Shared,
     name: &str,
-    capacity: &Capacity,
-    addresses: Option<Value>,
-) -> Result<(), kube::Error> {
-    let now = now();
+    index: usize,
+    ready: bool,
+    previous: &[NodeCondition],
+) -> Value {
+    let now = timestamp(jiff::Timestamp::now());
     let condition = |kind: &str, status: &str, reason: &str, message: &str| {
+        let since = previous
+            .iter()
+            .find(|c| c.type_ == kind && c.status == status)
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map_or_else(|| now.clone(), |t| timestamp(t.0));
         json!({ "type": kind, "status": status, "reason": reason, "message": message,
-                "lastHeartbeatTime": now, "lastTransitionTime": now })
+                "lastHeartbeatTime": now, "lastTransitionTime": since })
     };
-    let mut status = json!({
-        "capacity": capacity.resources,
-        "allocatable": capacity.resources,
+    let ready = if ready {
+        condition(
+            "Ready",
+            "True",
+            "KubeletReady",
+            "kubelet is posting ready status",
+        )
+    } else {
+        condition(
+            "Ready",
+            "False",
+            "KubeletNotReady",
+            "container runtime network not ready: NetworkReady=false \
+             reason:NetworkPluginNotReady message:Network plugin returns error: \
+             cni plugin not initialized",
+        )
+    };
+    let capacity = &shared.capacity.resources;
+    json!({
+        "capacity": capacity,
+        "allocatable": capacity,
         "conditions": [
             condition("MemoryPressure", "False", "KubeletHasSufficientMemory",
                       "kubelet has sufficient memory available"),
@@ -187,7 +221,11 @@ async fn post_status_with(
                       "kubelet has no disk pressure"),
             condition("PIDPressure", "False", "KubeletHasSufficientPID",
                       "kubelet has sufficient PID available"),
-            condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+            ready,
+        ],
+        "addresses": [
+            { "type": "InternalIP", "address": host_ip(index) },
+            { "type": "Hostname", "address": name },
         ],
         "daemonEndpoints": { "kubeletEndpoint": { "Port": 10250 } },
         "nodeInfo": {
@@ -197,24 +235,20 @@ async fn post_status_with(
             "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
             "operatingSystem": "linux", "architecture": "amd64",
         },
-    });
-    if let Some(addresses) = addresses {
-        status["addresses"] = addresses;
-    }
-    // A condition whose status holds keeps its transition time, as the kubelet keeps it.
+    })
+}
+
+async fn post_status_with(shared: &Shared, name: &str, ready: bool) -> Result<(), kube::Error> {
+    let Some(state) = shared.node(name) else {
+        return Ok(());
+    };
     let nodes: Api<Node> = Api::all(shared.client.clone());
     let current = nodes.get_status(name).await?;
-    if let Some(conditions) = current.status.as_ref().and_then(|s| s.conditions.as_ref()) {
-        for written in status["conditions"].as_array_mut().into_iter().flatten() {
-            if let Some(old) = conditions
-                .iter()
-                .find(|c| c.type_ == written["type"] && c.status == written["status"])
-                && let Some(since) = &old.last_transition_time
-            {
-                written["lastTransitionTime"] = json!(since.0.to_string());
-            }
-        }
-    }
+    let previous = current
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default();
+    let status = status(shared, name, state.index, ready, &previous);
     nodes
         .patch_status(
             name,
@@ -225,32 +259,54 @@ async fn post_status_with(
         .map(drop)
 }
 
-/// Removes the not-ready taint (with the node's resourceVersion, so a concurrent change wins
-/// and the taint is left to whoever changed it).
+/// How often lifting the taint meets a concurrent change before it leaves it be.
+const TAINT_ATTEMPTS: usize = 5;
+
+/// Removes the not-ready NoSchedule taint, with the node's resourceVersion as a precondition,
+/// so a concurrent change (a node lifecycle controller's) is read again, never overwritten.
 async fn lift_not_ready_taint(nodes: &Api<Node>, name: &str) {
-    let Ok(node) = nodes.get(name).await else {
-        return;
-    };
-    let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
-    if !taints.iter().any(|t| t.key == NOT_READY_TAINT) {
-        return;
-    }
-    let kept: Vec<_> = taints
-        .into_iter()
-        .filter(|t| t.key != NOT_READY_TAINT)
-        .collect();
-    let patch = json!({
-        "metadata": { "resourceVersion": node.metadata.resource_version },
-        "spec": { "taints": kept },
-    });
-    if let Err(e) = nodes
-        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-        .await
-    {
-        tracing::debug!(node = name, error = %e, "lifting the not-ready taint");
+    for _ in 0..TAINT_ATTEMPTS {
+        let node = match nodes.get(name).await {
+            Ok(node) => node,
+            Err(e) => {
+                tracing::debug!(node = name, error = %e, "reading the node's taints");
+                return;
+            }
+        };
+        let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+        let not_ready = |t: &k8s_openapi::api::core::v1::Taint| {
+            t.key == NOT_READY_TAINT && t.effect == "NoSchedule"
+        };
+        if !taints.iter().any(not_ready) {
+            return;
+        }
+        let kept: Vec<_> = taints.into_iter().filter(|t| !not_ready(t)).collect();
+        let patch = json!({
+            "metadata": { "resourceVersion": node.metadata.resource_version },
+            "spec": { "taints": kept },
+        });
+        match nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => return,
+            Err(e) if is_code(&e, 409) || is_transient(&e) => {
+                tracing::debug!(node = name, error = %e, "lifting the not-ready taint, again");
+            }
+            Err(e) => {
+                tracing::warn!(node = name, error = %e, "lifting the not-ready taint");
+                return;
+            }
+        }
     }
 }
 
+fn micro_time(at: jiff::Timestamp) -> String {
+    at.strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string()
+}
+
+/// Creates node `name`'s Lease (owned by the node, so it goes with it), or renews the one
+/// there.
 async fn take_lease(shared: &Shared, name: &str, uid: &str) -> Result<(), kube::Error> {
     let leases: Api<Lease> = Api::namespaced(shared.client.clone(), LEASE_NAMESPACE);
     let lease = json!({
@@ -261,51 +317,77 @@ async fn take_lease(shared: &Shared, name: &str, uid: &str) -> Result<(), kube::
         "spec": {
             "holderIdentity": name,
             "leaseDurationSeconds": shared.config.lease_duration.as_secs(),
-            "renewTime": now_micro(),
+            "renewTime": micro_time(jiff::Timestamp::now()),
         },
     });
     let lease: Lease = serde_json::from_value(lease).expect("a valid lease");
     match leases.create(&PostParams::default(), &lease).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => renew_lease(&leases, name).await,
+        Err(e) if is_code(&e, 409) => renew_lease(&leases, shared, name).await,
         Err(e) => Err(e),
     }
 }
 
-async fn renew_lease(leases: &Api<Lease>, name: &str) -> Result<(), kube::Error> {
-    let patch = json!({ "spec": { "holderIdentity": name, "renewTime": now_micro() } });
+async fn renew_lease(leases: &Api<Lease>, shared: &Shared, name: &str) -> Result<(), kube::Error> {
+    let patch = json!({ "spec": {
+        "holderIdentity": name,
+        "leaseDurationSeconds": shared.config.lease_duration.as_secs(),
+        "renewTime": micro_time(jiff::Timestamp::now()),
+    } });
     leases
         .patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .map(drop)
 }
 
+/// Renews node `name`'s Lease, making it again if it is gone, as the kubelet's lease
+/// controller does; a failure is logged and the next tick tries again.
+pub(crate) async fn renew(shared: &Shared, name: &str) {
+    let leases: Api<Lease> = Api::namespaced(shared.client.clone(), LEASE_NAMESPACE);
+    let result = match renew_lease(&leases, shared, name).await {
+        Err(e) if is_code(&e, 404) => {
+            match Api::<Node>::all(shared.client.clone()).get(name).await {
+                Ok(node) => {
+                    let uid = node.metadata.uid.unwrap_or_default();
+                    take_lease(shared, name, &uid).await
+                }
+                Err(e) => Err(e),
+            }
+        }
+        result => result,
+    };
+    if let Err(e) = result {
+        tracing::warn!(node = name, error = %e, "renewing the node lease");
+    }
+}
+
 /// Renews the Leases of the live nodes every `lease_renew`, and posts their status every
 /// `status_report`.
-pub(crate) async fn heartbeat(shared: std::sync::Arc<Shared>, capacity: Capacity) {
-    let leases: Api<Lease> = Api::namespaced(shared.client.clone(), LEASE_NAMESPACE);
-    let mut renew = tokio::time::interval(shared.config.lease_renew);
-    renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+pub(crate) async fn heartbeat(shared: Arc<Shared>) {
+    let mut renew_tick = tokio::time::interval(shared.config.lease_renew);
+    renew_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_report = tokio::time::Instant::now();
     loop {
-        renew.tick().await;
-        let alive: Vec<String> = shared
-            .lock_alive()
+        renew_tick.tick().await;
+        let _beating = shared.heartbeat.lock().await;
+        let alive: Vec<(String, bool)> = shared
+            .lock_nodes()
             .iter()
-            .filter(|(_, alive)| **alive)
-            .map(|(name, _)| name.clone())
+            .filter(|(_, state)| state.alive)
+            .map(|(name, state)| (name.clone(), state.ready))
             .collect();
-        let report = last_report.elapsed() >= shared.config.status_report;
-        if report {
+        let report_due = last_report.elapsed() >= shared.config.status_report;
+        if report_due {
             last_report = tokio::time::Instant::now();
         }
-        for name in alive {
-            if let Err(e) = renew_lease(&leases, &name).await {
-                tracing::warn!(node = name, error = %e, "renewing the node lease");
-            }
-            if report {
-                post_status(&shared, &name, &capacity).await;
-            }
-        }
+        let shared = &shared;
+        futures::stream::iter(alive)
+            .for_each_concurrent(RENEWALS_IN_FLIGHT, |(name, ready)| async move {
+                renew(shared, &name).await;
+                if report_due {
+                    report(shared, &name, ready).await;
+                }
+            })
+            .await;
     }
 }

@@ -1,12 +1,16 @@
 //! What a kubelet decides about one pod, and the status it writes: pure functions of the pod,
-//! its start time and now.
+//! what was written for it, and the time.
 
 use std::time::Duration;
 
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::{Value, json};
 
-use crate::{EXIT_CODE_ANNOTATION, READY_ANNOTATION, RUN_FOR_ANNOTATION};
+use crate::{EXIT_CODE_ANNOTATION, READY_ANNOTATION, RUN_FOR_ANNOTATION, timestamp};
+
+/// The exit code of a container that SIGTERM ended (128 + 15).
+const SIGTERM_EXIT: i32 = 143;
 
 /// Parses a Go duration of whole or fractional units (`"5s"`, `"1m30s"`, `"500ms"`, `"1.5h"`).
 pub fn parse_duration(text: &str) -> Option<Duration> {
@@ -47,62 +51,101 @@ fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-/// A readiness probe that cannot succeed: an exec probe running `false`.
-fn probe_fails(container: &Container) -> bool {
-    container
-        .readiness_probe
-        .as_ref()
-        .and_then(|p| p.exec.as_ref())
-        .and_then(|e| e.command.as_ref())
-        .and_then(|c| c.first())
-        .is_some_and(|command| command == "false" || command == "/bin/false")
+fn is_sidecar(container: &Container) -> bool {
+    container.restart_policy.as_deref() == Some("Always")
 }
 
-/// How long after its start the pod's containers pass their readiness probes: the largest
-/// `initialDelaySeconds`; None when a probe can never pass.
-pub(crate) fn ready_after(pod: &Pod) -> Option<Duration> {
-    let containers = pod
-        .spec
-        .as_ref()
-        .map(|s| s.containers.as_slice())
-        .unwrap_or_default();
-    if containers.iter().any(probe_fails) {
+/// The containers whose readiness makes ContainersReady: the regular ones, then the sidecars
+/// (restartable init containers), as the kubelet counts them.
+fn probed_containers(pod: &Pod) -> impl Iterator<Item = &Container> {
+    let spec = pod.spec.as_ref();
+    let containers = spec.map(|s| s.containers.as_slice()).unwrap_or_default();
+    let sidecars = spec
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .filter(|c| is_sidecar(c));
+    containers.iter().chain(sidecars)
+}
+
+/// How long after the pod's start the container passes its readiness probe: its
+/// `initialDelaySeconds` (at once without a probe); None when the probe cannot succeed, an
+/// exec probe whose command is `false`.
+fn ready_after(container: &Container) -> Option<Duration> {
+    let Some(probe) = container.readiness_probe.as_ref() else {
+        return Some(Duration::ZERO);
+    };
+    let command = probe.exec.as_ref().and_then(|e| e.command.as_ref());
+    if command
+        .and_then(|c| c.first())
+        .is_some_and(|c| c == "false" || c == "/bin/false")
+    {
         return None;
     }
-    let delay = containers
-        .iter()
-        .filter_map(|c| c.readiness_probe.as_ref())
-        .filter_map(|p| p.initial_delay_seconds)
-        .max()
-        .unwrap_or(0);
-    Some(Duration::from_secs(delay.max(0) as u64))
+    let delay = probe.initial_delay_seconds.unwrap_or(0).max(0);
+    Some(Duration::from_secs(delay as u64))
 }
 
-/// Whether the containers are ready `running_for` after the pod started.
-pub(crate) fn containers_ready(pod: &Pod, running_for: Duration) -> bool {
-    annotation(pod, READY_ANNOTATION) != Some("false")
-        && ready_after(pod).is_some_and(|after| running_for >= after)
-}
-
-/// Whether every readiness gate's condition is True.
-pub(crate) fn gates_pass(pod: &Pod) -> bool {
+/// Which conditions a readiness gate waits for that are not True, in the kubelet's words.
+fn gates_waiting(pod: &Pod) -> Vec<String> {
     let gates = pod
         .spec
         .as_ref()
-        .and_then(|s| s.readiness_gates.as_ref())
-        .map(Vec::as_slice)
+        .and_then(|s| s.readiness_gates.as_deref())
         .unwrap_or_default();
     let conditions = pod
         .status
         .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .map(Vec::as_slice)
+        .and_then(|s| s.conditions.as_deref())
         .unwrap_or_default();
-    gates.iter().all(|gate| {
-        conditions
-            .iter()
-            .any(|c| c.type_ == gate.condition_type && c.status == "True")
-    })
+    gates
+        .iter()
+        .filter_map(|gate| {
+            let kind = &gate.condition_type;
+            match conditions.iter().find(|c| &c.type_ == kind) {
+                None => Some(format!(
+                    "corresponding condition of pod readiness gate {kind:?} does not exist."
+                )),
+                Some(c) if c.status != "True" => Some(format!(
+                    "the status of pod readiness gate {kind:?} is not \"True\", but {}",
+                    c.status
+                )),
+                Some(_) => None,
+            }
+        })
+        .collect()
+}
+
+/// The readiness a running pod has: each probed container's (in [`probed_containers`]
+/// order), and the pod's (every container ready and every gate's condition True).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Readiness {
+    pub containers: Vec<bool>,
+    pub pod: bool,
+}
+
+/// The pod's readiness `running_for` after its start, and how long until a container's probe
+/// delay ends (None: no change is due).
+pub(crate) fn readiness(pod: &Pod, running_for: Duration) -> (Readiness, Option<Duration>) {
+    let told_not_ready = annotation(pod, READY_ANNOTATION) == Some("false");
+    let mut next = None::<Duration>;
+    let containers: Vec<bool> = probed_containers(pod)
+        .map(|c| match ready_after(c) {
+            Some(after) if after > running_for => {
+                let wait = after - running_for;
+                next = Some(next.map_or(wait, |n| n.min(wait)));
+                false
+            }
+            Some(_) => !told_not_ready,
+            None => false,
+        })
+        .collect();
+    let pod_ready = containers.iter().all(|r| *r) && gates_waiting(pod).is_empty();
+    let readiness = Readiness {
+        containers,
+        pod: pod_ready,
+    };
+    (readiness, next)
 }
 
 /// How long a pod of restartPolicy Never or OnFailure runs, and its exit code; None for pods
@@ -119,12 +162,100 @@ pub(crate) fn run_for(pod: &Pod) -> Option<(Duration, i32)> {
     Some((duration, code))
 }
 
+/// The exit code of the containers of a deleted pod: 0 for a server (`restartPolicy` Always)
+/// that shuts down cleanly on SIGTERM, SIGTERM's for a batch step cut short.
+fn stopped_exit_code(pod: &Pod) -> i32 {
+    match pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()) {
+        Some("Never" | "OnFailure") => SIGTERM_EXIT,
+        _ => 0,
+    }
+}
+
 /// Whether the pod reached a terminal phase.
 pub(crate) fn is_terminal(pod: &Pod) -> bool {
     matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Succeeded" | "Failed")
     )
+}
+
+/// What was last written for a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Written {
+    Running(Readiness),
+    Exited,
+    /// Deleted with grace 0: nothing is left to do.
+    Removed,
+}
+
+/// The kubelet's memory of one pod.
+#[derive(Debug, Clone)]
+pub(crate) struct Life {
+    pub started: Timestamp,
+    pub written: Option<Written>,
+    /// When the kubelet first saw the pod deleted.
+    pub deleting_since: Option<Timestamp>,
+}
+
+/// A write the kubelet makes for a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Running with this readiness.
+    Run(Readiness),
+    /// Its containers exited with this code.
+    Exit(i32),
+    /// Deleted with grace 0 once its containers are gone.
+    Remove,
+}
+
+fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
+    Duration::try_from(now.duration_since(since)).unwrap_or_default()
+}
+
+/// The write the pod needs `now` (if any), and how long until it should be looked at again
+/// (if ever, without a change to it).
+pub(crate) fn plan(
+    pod: &Pod,
+    life: &Life,
+    now: Timestamp,
+    shutdown: Duration,
+) -> (Option<Step>, Option<Duration>) {
+    if life.written == Some(Written::Removed) {
+        return (None, None);
+    }
+    let exited = life.written == Some(Written::Exited) || is_terminal(pod);
+    if pod.metadata.deletion_timestamp.is_some() {
+        let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0);
+        let delay = Duration::from_secs(grace.max(0) as u64).min(shutdown);
+        let waited = elapsed(life.deleting_since.unwrap_or(now), now);
+        if waited < delay {
+            return (None, Some(delay - waited));
+        }
+        let step = if exited {
+            Step::Remove
+        } else {
+            Step::Exit(stopped_exit_code(pod))
+        };
+        return (Some(step), None);
+    }
+    if exited {
+        return (None, None);
+    }
+    let running_for = elapsed(life.started, now);
+    let exit = run_for(pod);
+    if let Some((run, code)) = exit
+        && running_for >= run
+    {
+        return (Some(Step::Exit(code)), None);
+    }
+    let (readiness, change) = readiness(pod, running_for);
+    let exit_in = exit.map(|(run, _)| run - running_for);
+    let wake = [change, exit_in].into_iter().flatten().min();
+    let step = match &life.written {
+        Some(Written::Running(written)) if *written == readiness => None,
+        _ => Some(Step::Run(readiness)),
+    };
+    (step, wake)
 }
 
 /// A container ID, stable for one pod's container.
@@ -135,100 +266,191 @@ fn container_id(uid: &str, name: &str) -> String {
     format!("containerd://{:016x}{:048x}", hasher.finish(), 0)
 }
 
-/// Where a pod's containers are.
-pub(crate) enum Containers<'a> {
-    Running {
-        since: &'a str,
-        ready: bool,
-    },
-    Exited {
-        since: &'a str,
-        at: &'a str,
-        code: i32,
-    },
+/// Where a pod runs.
+pub(crate) struct Placement<'a> {
+    pub host_ip: &'a str,
+    /// None when the node had no address free (only a pod stopped before it ran).
+    pub pod_ip: Option<&'a str>,
+    pub started: Timestamp,
 }
 
-/// The `pods/status` patch for `pod` on `host_ip` with `pod_ip`: phase, IPs, conditions (each
-/// with the time its status last changed, `transitions`) and container statuses.
+/// Where a pod's containers are.
+pub(crate) enum Containers<'a> {
+    Running(&'a Readiness),
+    Exited(i32),
+}
+
+/// One condition as the kubelet writes it: its transition time kept from `pod`'s own while
+/// its status holds.
+fn condition(
+    pod: &Pod,
+    kind: &str,
+    status: bool,
+    reason: Option<(&str, String)>,
+    now: &str,
+) -> Value {
+    let status = if status { "True" } else { "False" };
+    let since = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == kind && c.status == status))
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map_or_else(|| now.to_string(), |t| timestamp(t.0));
+    let mut c = json!({ "type": kind, "status": status, "lastProbeTime": null,
+                        "lastTransitionTime": since,
+                        "observedGeneration": pod.metadata.generation.unwrap_or(0) });
+    if let Some((reason, message)) = reason {
+        c["reason"] = json!(reason);
+        if !message.is_empty() {
+            c["message"] = json!(message);
+        }
+    }
+    c
+}
+
+/// The `pods/status` patch for `pod` at `placement`: phase, IPs, conditions and container
+/// statuses.
 pub(crate) fn status_patch(
     pod: &Pod,
-    host_ip: &str,
-    pod_ip: &str,
-    started: &str,
+    placement: &Placement<'_>,
     containers: Containers<'_>,
-    ready_since: &str,
+    now: Timestamp,
 ) -> Value {
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-    let spec_containers = pod
-        .spec
-        .as_ref()
-        .map(|s| s.containers.as_slice())
+    let (now, started) = (timestamp(now), timestamp(placement.started));
+    let spec = pod.spec.as_ref();
+    let init = spec
+        .and_then(|s| s.init_containers.as_deref())
         .unwrap_or_default();
-    let (phase, ready, reason, state) = match containers {
-        Containers::Running { since, ready } => (
+    let main = spec.map(|s| s.containers.as_slice()).unwrap_or_default();
+    let terminated = |code: i32| {
+        let reason = if code == 0 { "Completed" } else { "Error" };
+        json!({ "terminated": { "exitCode": code, "reason": reason,
+                                "startedAt": started, "finishedAt": now } })
+    };
+    let running = json!({ "running": { "startedAt": started } });
+    let status_of = |c: &Container, ready: bool, state: Value| {
+        let image = c.image.clone().unwrap_or_default();
+        let id = container_id(uid, &c.name);
+        let mut state = state;
+        if let Some(t) = state.get_mut("terminated") {
+            t["containerID"] = json!(id);
+        }
+        json!({
+            "name": c.name,
+            "image": image,
+            "imageID": format!("{image}@sha256:{:064x}", 0),
+            "containerID": id,
+            "ready": ready,
+            "started": state.get("running").is_some(),
+            "restartCount": 0,
+            "state": state,
+        })
+    };
+    // Readiness in probed_containers order: the regular containers, then the sidecars.
+    let (phase, ready_of, main_state, sidecar_state) = match containers {
+        Containers::Running(readiness) => (
             "Running",
-            ready,
-            None,
-            json!({ "running": { "startedAt": since } }),
+            readiness.clone(),
+            running.clone(),
+            running.clone(),
         ),
-        Containers::Exited { since, at, code } => {
-            let (phase, why) = if code == 0 {
-                ("Succeeded", "Completed")
-            } else {
-                ("Failed", "Error")
+        Containers::Exited(code) => {
+            let phase = if code == 0 { "Succeeded" } else { "Failed" };
+            let none = Readiness {
+                containers: vec![false; probed_containers(pod).count()],
+                pod: false,
             };
-            let state = json!({ "terminated": {
-                "exitCode": code, "reason": why, "startedAt": since, "finishedAt": at } });
-            (phase, false, Some("PodCompleted"), state)
+            (phase, none, terminated(code), terminated(0))
         }
     };
-    let running = phase == "Running";
-    let pod_ready = ready && gates_pass(pod);
-    let condition = |kind: &str, status: bool, since: &str, reason: Option<&str>| {
-        let mut c = json!({ "type": kind, "status": if status { "True" } else { "False" },
-                            "lastProbeTime": null, "lastTransitionTime": since });
-        if let Some(reason) = reason {
-            c["reason"] = json!(reason);
-        } else if !status {
-            c["reason"] = json!("ContainersNotReady");
-        }
-        c
-    };
-    let statuses: Vec<Value> = spec_containers
+    let mut flags = ready_of.containers.iter().copied();
+    let container_statuses: Vec<Value> = main
+        .iter()
+        .map(|c| status_of(c, flags.next().unwrap_or(false), main_state.clone()))
+        .collect();
+    let init_statuses: Vec<Value> = init
         .iter()
         .map(|c| {
-            let mut status = json!({
-                "name": c.name,
-                "image": c.image.clone().unwrap_or_default(),
-                "imageID": format!("{}@sha256:{:064}", c.image.clone().unwrap_or_default(), 0),
-                "containerID": container_id(uid, &c.name),
-                "ready": ready,
-                "started": running,
-                "restartCount": 0,
-                "state": state,
-            });
-            if let Some(state) = status["state"]["terminated"].as_object_mut() {
-                state.insert("containerID".into(), json!(container_id(uid, &c.name)));
+            if is_sidecar(c) {
+                status_of(c, flags.next().unwrap_or(false), sidecar_state.clone())
+            } else {
+                // Regular init containers ran to completion before the others started.
+                let mut done = terminated(0);
+                done["terminated"]["finishedAt"] = json!(started);
+                status_of(c, false, done)
             }
-            status
         })
         .collect();
-    json!({ "status": {
+    let is_running = phase == "Running";
+    let terminal_reason = match phase {
+        "Succeeded" => Some(("PodCompleted", String::new())),
+        "Failed" => Some(("PodFailed", String::new())),
+        _ => None,
+    };
+    let all_ready = ready_of.containers.iter().all(|r| *r);
+    let containers_ready_reason = terminal_reason.clone().or_else(|| {
+        let unready: Vec<&str> = probed_containers(pod)
+            .zip(&ready_of.containers)
+            .filter(|(_, ready)| !**ready)
+            .map(|(c, _)| c.name.as_str())
+            .collect();
+        (!unready.is_empty()).then(|| {
+            let message = format!("containers with unready status: [{}]", unready.join(" "));
+            ("ContainersNotReady", message)
+        })
+    });
+    let ready_reason = if all_ready && is_running {
+        let gates = gates_waiting(pod);
+        (!gates.is_empty()).then(|| ("ReadinessGatesNotReady", gates.join(", ")))
+    } else {
+        containers_ready_reason.clone()
+    };
+    let all_ready = all_ready && is_running;
+    let mut patch = json!({ "status": {
         "phase": phase,
-        "hostIP": host_ip,
-        "hostIPs": [{ "ip": host_ip }],
-        "podIP": pod_ip,
-        "podIPs": [{ "ip": pod_ip }],
+        "observedGeneration": pod.metadata.generation.unwrap_or(0),
+        "hostIP": placement.host_ip,
+        "hostIPs": [{ "ip": placement.host_ip }],
         "startTime": started,
         "conditions": [
-            condition("PodReadyToStartContainers", running, started, None),
-            condition("Initialized", true, started, None),
-            condition("ContainersReady", ready, ready_since, reason),
-            condition("Ready", pod_ready, ready_since, reason),
-            condition("PodScheduled", true, started, None),
+            condition(pod, "PodReadyToStartContainers", is_running, None, &now),
+            condition(pod, "Initialized", true, None, &now),
+            condition(pod, "ContainersReady", all_ready, containers_ready_reason, &now),
+            condition(pod, "Ready", ready_of.pod && is_running, ready_reason, &now),
+            condition(pod, "PodScheduled", true, None, &now),
         ],
-        "containerStatuses": statuses,
-    } })
+        "containerStatuses": container_statuses,
+        "initContainerStatuses": init_statuses,
+    } });
+    if let Some(ip) = placement.pod_ip {
+        patch["status"]["podIP"] = json!(ip);
+        patch["status"]["podIPs"] = json!([{ "ip": ip }]);
+    }
+    patch
+}
+
+const UNSCHEDULABLE: &str = "Unschedulable";
+
+/// Whether the pod already says it fits nowhere, for the reason `message`.
+pub(crate) fn is_unschedulable_with(pod: &Pod, message: &str) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
+        .is_some_and(|c| {
+            c.status == "False"
+                && c.reason.as_deref() == Some(UNSCHEDULABLE)
+                && c.message.as_deref() == Some(message)
+        })
+}
+
+/// The `pods/status` patch the scheduler writes for a pod that fits nowhere.
+pub(crate) fn unschedulable_patch(pod: &Pod, message: &str, now: Timestamp) -> Value {
+    let reason = Some((UNSCHEDULABLE, message.to_string()));
+    let scheduled = condition(pod, "PodScheduled", false, reason, &timestamp(now));
+    json!({ "status": { "conditions": [scheduled] } })
 }
 
 #[cfg(test)]
@@ -238,6 +460,20 @@ mod tests {
     fn pod(value: Value) -> Pod {
         serde_json::from_value(value).unwrap()
     }
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + seconds).unwrap()
+    }
+
+    fn life() -> Life {
+        Life {
+            started: at(0),
+            written: None,
+            deleting_since: None,
+        }
+    }
+
+    const SHUTDOWN: Duration = Duration::from_secs(1);
 
     #[test]
     fn go_durations_parse() {
@@ -251,30 +487,37 @@ mod tests {
     }
 
     #[test]
-    fn readiness_waits_for_the_largest_initial_delay_and_never_comes_for_a_failing_probe() {
-        let delayed = pod(
-            json!({ "metadata": { "name": "p" }, "spec": { "containers": [
-            { "name": "a", "readinessProbe": { "initialDelaySeconds": 2,
-                                               "httpGet": { "port": 80 } } },
-            { "name": "b", "readinessProbe": { "initialDelaySeconds": 5,
-                                               "tcpSocket": { "port": 80 } } },
-            { "name": "c" } ] } }),
-        );
-        assert_eq!(ready_after(&delayed), Some(Duration::from_secs(5)));
-        assert!(!containers_ready(&delayed, Duration::from_secs(4)));
-        assert!(containers_ready(&delayed, Duration::from_secs(5)));
+    fn containers_turn_ready_after_their_probe_delay_and_never_for_a_failing_probe() {
+        let p = pod(json!({ "metadata": { "name": "p" }, "spec": {
+            "containers": [
+                { "name": "a", "readinessProbe": { "initialDelaySeconds": 2,
+                                                   "httpGet": { "port": 80 } } },
+                { "name": "b" } ],
+            "initContainers": [
+                { "name": "side", "restartPolicy": "Always",
+                  "readinessProbe": { "initialDelaySeconds": 5, "tcpSocket": { "port": 80 } } },
+                { "name": "setup" } ] } }));
+        let (early, next) = readiness(&p, Duration::from_secs(1));
+        assert_eq!(early.containers, [false, true, false]);
+        assert!(!early.pod);
+        assert_eq!(next, Some(Duration::from_secs(1)), "a's delay ends first");
+        let (later, next) = readiness(&p, Duration::from_secs(5));
+        assert_eq!(later.containers, [true, true, true]);
+        assert!(later.pod);
+        assert_eq!(next, None);
 
         let failing = pod(
             json!({ "metadata": { "name": "p" }, "spec": { "containers": [
             { "name": "a", "readinessProbe": { "exec": { "command": ["false"] } } } ] } }),
         );
-        assert_eq!(ready_after(&failing), None);
-        assert!(!containers_ready(&failing, Duration::from_secs(3600)));
+        let (never, next) = readiness(&failing, Duration::from_secs(3600));
+        assert!(!never.pod);
+        assert_eq!(next, None, "nothing to wait for");
 
         let told = pod(json!({ "metadata": { "name": "p",
             "annotations": { READY_ANNOTATION: "false" } },
             "spec": { "containers": [{ "name": "a" }] } }));
-        assert!(!containers_ready(&told, Duration::from_secs(3600)));
+        assert!(!readiness(&told, Duration::from_secs(3600)).0.pod);
     }
 
     #[test]
@@ -285,8 +528,25 @@ mod tests {
                           "readinessGates": [{ "conditionType": "example.com/lb" }] },
                 "status": { "conditions": [{ "type": "example.com/lb", "status": status }] } }))
         };
-        assert!(gates_pass(&gated("True")));
-        assert!(!gates_pass(&gated("False")));
+        let (open, _) = readiness(&gated("True"), Duration::ZERO);
+        assert!(open.pod);
+        let (shut, _) = readiness(&gated("False"), Duration::ZERO);
+        assert_eq!(shut.containers, [true]);
+        assert!(!shut.pod);
+        let patch = status_patch(
+            &gated("False"),
+            &Placement {
+                host_ip: "h",
+                pod_ip: Some("p"),
+                started: at(0),
+            },
+            Containers::Running(&shut),
+            at(1),
+        );
+        let conditions = &patch["status"]["conditions"];
+        assert_eq!(conditions[2]["status"], "True", "ContainersReady");
+        assert_eq!(conditions[3]["status"], "False", "Ready");
+        assert_eq!(conditions[3]["reason"], "ReadinessGatesNotReady");
     }
 
     #[test]
@@ -311,41 +571,124 @@ mod tests {
     }
 
     #[test]
-    fn an_exited_pod_is_terminal_with_its_exit_code() {
-        let p = pod(json!({ "metadata": { "name": "p", "uid": "u" },
-            "spec": { "containers": [{ "name": "a", "image": "busybox" }] } }));
-        let failed = status_patch(
-            &p,
-            "100.64.0.0",
-            "10.128.0.2",
-            "t0",
-            Containers::Exited {
-                since: "t0",
-                at: "t1",
-                code: 3,
-            },
-            "t1",
+    fn a_plan_writes_each_change_once_and_wakes_for_the_next() {
+        let p = pod(
+            json!({ "metadata": { "name": "p", "annotations": { RUN_FOR_ANNOTATION: "10s" } },
+            "spec": { "restartPolicy": "Never", "containers": [
+                { "name": "a", "readinessProbe": { "initialDelaySeconds": 3,
+                                                   "httpGet": { "port": 80 } } } ] } }),
         );
-        assert_eq!(failed["status"]["phase"], "Failed");
+        let mut life = life();
+        let (step, wake) = plan(&p, &life, at(0), SHUTDOWN);
+        let unready = Readiness {
+            containers: vec![false],
+            pod: false,
+        };
+        assert_eq!(step, Some(Step::Run(unready.clone())));
+        assert_eq!(wake, Some(Duration::from_secs(3)));
+        life.written = Some(Written::Running(unready));
         assert_eq!(
-            failed["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+            plan(&p, &life, at(1), SHUTDOWN),
+            (None, Some(Duration::from_secs(2))),
+            "written already"
+        );
+        let (step, wake) = plan(&p, &life, at(3), SHUTDOWN);
+        assert!(matches!(step, Some(Step::Run(r)) if r.pod));
+        assert_eq!(wake, Some(Duration::from_secs(7)), "then the exit");
+        assert_eq!(plan(&p, &life, at(10), SHUTDOWN).0, Some(Step::Exit(0)));
+        life.written = Some(Written::Exited);
+        assert_eq!(plan(&p, &life, at(11), SHUTDOWN), (None, None));
+    }
+
+    #[test]
+    fn a_deleted_pod_stops_after_the_shorter_of_its_grace_and_the_shutdown_then_goes() {
+        let deleted = |restart: &str, grace: i64| {
+            pod(
+                json!({ "metadata": { "name": "p", "deletionTimestamp": "2027-01-15T08:00:00Z",
+                                      "deletionGracePeriodSeconds": grace },
+                "spec": { "restartPolicy": restart, "containers": [{ "name": "a" }] } }),
+            )
+        };
+        let mut life = life();
+        life.deleting_since = Some(at(10));
+        let server = deleted("Always", 30);
+        assert_eq!(
+            plan(&server, &life, at(10), SHUTDOWN),
+            (None, Some(SHUTDOWN))
+        );
+        assert_eq!(
+            plan(&server, &life, at(11), SHUTDOWN).0,
+            Some(Step::Exit(0))
+        );
+        assert_eq!(
+            plan(&deleted("Never", 0), &life, at(10), SHUTDOWN).0,
+            Some(Step::Exit(SIGTERM_EXIT)),
+            "grace 0 is shorter than the shutdown; a batch step is cut short"
+        );
+        life.written = Some(Written::Exited);
+        assert_eq!(plan(&server, &life, at(11), SHUTDOWN).0, Some(Step::Remove));
+        life.written = Some(Written::Removed);
+        assert_eq!(plan(&server, &life, at(12), SHUTDOWN), (None, None));
+    }
+
+    #[test]
+    fn an_exited_pod_is_terminal_with_its_exit_code() {
+        let p = pod(
+            json!({ "metadata": { "name": "p", "uid": "u", "generation": 2 },
+            "spec": { "containers": [{ "name": "a", "image": "busybox" }],
+                      "initContainers": [{ "name": "setup", "image": "busybox" }] } }),
+        );
+        let placement = Placement {
+            host_ip: "100.64.0.0",
+            pod_ip: Some("10.128.0.2"),
+            started: at(0),
+        };
+        let failed = status_patch(&p, &placement, Containers::Exited(3), at(5));
+        let status = &failed["status"];
+        assert_eq!(status["phase"], "Failed");
+        assert_eq!(
+            status["containerStatuses"][0]["state"]["terminated"]["exitCode"],
             3
         );
-        assert_eq!(failed["status"]["conditions"][3]["status"], "False");
-        assert_eq!(failed["status"]["conditions"][3]["reason"], "PodCompleted");
-        let running = status_patch(
-            &p,
-            "100.64.0.0",
-            "10.128.0.2",
-            "t0",
-            Containers::Running {
-                since: "t0",
-                ready: true,
-            },
-            "t0",
+        assert_eq!(status["conditions"][3]["status"], "False");
+        assert_eq!(status["conditions"][3]["reason"], "PodFailed");
+        assert_eq!(status["conditions"][3]["observedGeneration"], 2);
+        assert_eq!(
+            status["initContainerStatuses"][0]["state"]["terminated"]["reason"],
+            "Completed"
         );
-        assert_eq!(running["status"]["phase"], "Running");
-        assert_eq!(running["status"]["conditions"][3]["status"], "True");
-        assert_eq!(running["status"]["podIP"], "10.128.0.2");
+        let ready = Readiness {
+            containers: vec![true],
+            pod: true,
+        };
+        let running = status_patch(&p, &placement, Containers::Running(&ready), at(5));
+        let status = &running["status"];
+        assert_eq!(status["phase"], "Running");
+        assert_eq!(status["conditions"][3]["status"], "True");
+        assert_eq!(status["podIP"], "10.128.0.2");
+        assert_eq!(status["containerStatuses"][0]["started"], true);
+    }
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_while_its_status_holds() {
+        let p = pod(json!({ "metadata": { "name": "p" },
+            "spec": { "containers": [{ "name": "a" }] },
+            "status": { "conditions": [
+                { "type": "Ready", "status": "True", "lastTransitionTime": "2027-01-15T08:00:00Z" },
+                { "type": "ContainersReady", "status": "False",
+                  "lastTransitionTime": "2027-01-15T08:00:00Z" } ] } }));
+        let ready = Readiness {
+            containers: vec![true],
+            pod: true,
+        };
+        let placement = Placement {
+            host_ip: "h",
+            pod_ip: Some("p"),
+            started: at(0),
+        };
+        let patch = status_patch(&p, &placement, Containers::Running(&ready), at(5));
+        let conditions = &patch["status"]["conditions"];
+        assert_eq!(conditions[3]["lastTransitionTime"], "2027-01-15T08:00:00Z");
+        assert_eq!(conditions[2]["lastTransitionTime"], timestamp(at(5)));
     }
 }
