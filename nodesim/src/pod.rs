@@ -297,16 +297,17 @@ fn condition(
         .and_then(|cs| cs.iter().find(|c| c.type_ == kind && c.status == status))
         .and_then(|c| c.last_transition_time.as_ref())
         .map_or_else(|| now.to_string(), |t| timestamp(t.0));
-    let mut c = json!({ "type": kind, "status": status, "lastProbeTime": null,
-                        "lastTransitionTime": since,
-                        "observedGeneration": pod.metadata.generation.unwrap_or(0) });
-    if let Some((reason, message)) = reason {
-        c["reason"] = json!(reason);
-        if !message.is_empty() {
-            c["message"] = json!(message);
-        }
-    }
-    c
+    // The patch merges into the condition there: null clears an earlier reason and message.
+    let (reason, message) = match reason {
+        Some((reason, message)) => (
+            json!(reason),
+            json!((!message.is_empty()).then_some(message)),
+        ),
+        None => (Value::Null, Value::Null),
+    };
+    json!({ "type": kind, "status": status, "reason": reason, "message": message,
+            "lastProbeTime": null, "lastTransitionTime": since,
+            "observedGeneration": pod.metadata.generation.unwrap_or(0) })
 }
 
 /// The `pods/status` patch for `pod` at `placement`: phase, IPs, conditions and container

@@ -286,7 +286,8 @@ impl Worker {
             // Not ours, or its kubelet is dead: `node_started` takes the pod up.
             return;
         }
-        if !self.pending.is_empty() {
+        if pod::is_terminal(pod) {
+            // Its requests no longer count on the node.
             self.room_changed();
         }
         self.track(pod, node);
@@ -516,9 +517,6 @@ impl Worker {
         {
             // The sandbox is gone: its address goes back to the node's range.
             self.ipam.release(&t.node, ip);
-        }
-        if exited {
-            self.room_changed();
         }
         // Plan again: a deleted pod is removed right after its containers stop, and a change
         // seen meanwhile is written.

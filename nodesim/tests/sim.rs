@@ -386,6 +386,12 @@ async fn readiness_waits_for_the_probe_delay_and_gates() {
             .filter(|p| condition_status(p, "Ready").as_deref() == Some("True"))
     })
     .await;
+    let ready_condition = condition(&ready, "Ready").unwrap();
+    assert_eq!(
+        (&ready_condition.reason, &ready_condition.message),
+        (&None, &None),
+        "the reason it was not ready is gone"
+    );
     let started = ready.status.as_ref().unwrap().start_time.clone().unwrap().0;
     let ready_at = condition(&ready, "Ready")
         .unwrap()
