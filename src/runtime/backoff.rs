@@ -110,7 +110,7 @@ fn exponential_delay(base: Duration, cap: Duration, exponent: u32) -> Duration {
 
 /// How often requests waiting for a client-side token are released (see
 /// [`TokenBucket::reserve_on_beat`]). A quarter second: at the default 20 qps, up to five
-/// requests of a client leave together (what that saves: benches/README.md, stop 48).
+/// requests of a client leave together (what that saves: benches/README.md, History).
 pub const BEAT: Duration = Duration::from_millis(250);
 
 /// golang.org/x/time/rate's `Limiter`, reduced to what `Reserve().Delay()` needs. Also the
