@@ -1,4 +1,4 @@
-//! The failover benchmark of issue 25: two kcm processes (default flags, leader election on)
+//! The failover benchmark: two kcm processes (default flags, leader election on)
 //! against kube-testserver holding the scale benchmark's world (`common::world`); once the
 //! leader has made every quota, PDB and node right, it is SIGKILLed, and while no one leads
 //! every tenth pod is replaced (so every quota and PDB must change). Run once with warm

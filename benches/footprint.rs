@@ -1,4 +1,4 @@
-//! Memory before the first pod (issue 27): the kcm binary (all five controllers, default
+//! Memory before the first pod: the kcm binary (all five controllers, default
 //! flags, plain HTTP to kube-testserver) against a cluster with no objects, then against
 //! size (a) of the scale bench without its pods (1 000 namespaces, each with a ResourceQuota
 //! and a PodDisruptionBudget, and 2 000 nodes). For each, kcm's memory once it is ready

@@ -1,4 +1,4 @@
-//! The scale benchmark of issue 14: all five controllers (the kcm binary, default flags:
+//! The scale benchmark: all five controllers (the kcm binary, default flags:
 //! `--kube-api-qps=20 --kube-api-burst=30`) against kube-testserver holding, before kcm
 //! starts, N namespaces each with one ResourceQuota, one PodDisruptionBudget and its pods,
 //! plus the nodes:

@@ -179,7 +179,8 @@ pub fn memory_string(mi: u64) -> String {
 }
 
 /// The TTL upstream's table and hysteresis give after `nodes` node additions from zero
-/// (/work/shared/spec/ttl.md §4.3: one step per add, up when the count passes sizeMax).
+/// (pkg/controller/ttl/ttl_controller.go, `addNode`: one step up when the count passes the
+/// step's `sizeMax`).
 pub fn expected_ttl(nodes: usize) -> &'static str {
     const STEPS: [(usize, &str); 5] = [
         (100, "0"),
