@@ -10,4 +10,5 @@ pub mod features;
 pub mod k8s;
 pub mod lock;
 pub mod runtime;
+pub mod serving;
 pub mod settings;

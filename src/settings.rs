@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use crate::features::FeatureGates;
 use crate::runtime::protobuf::ContentType;
-pub use crate::runtime::serving::options::SecureServing;
 use crate::runtime::watching::listwatch::InitialList;
+pub use crate::serving::options::SecureServing;
 
 /// The kube-controller-manager controllers kcm implements, in canonical order. The list is
 /// here, below the controllers, because the settings say which run; all else about one (its

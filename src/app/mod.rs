@@ -24,9 +24,9 @@ use crate::runtime::connection::credentials::TokenPolicy;
 use crate::runtime::connection::discovery::{self, Timing};
 use crate::runtime::leader::{LeaderElectionConfig, LeaderElector, default_identity};
 use crate::runtime::metrics::{Metrics, ReplicaState};
-use crate::runtime::serving;
 use crate::runtime::startup::Startup;
 use crate::runtime::watching::informer::Informers;
+use crate::serving;
 use crate::settings::Settings;
 
 /// Every controller kcm runs, with what it needs (API group, RBAC).

@@ -236,10 +236,10 @@ pub enum CliError {
     AlwaysAllowPathWildcard { path: String },
 
     #[error(transparent)]
-    Tls(#[from] crate::runtime::serving::options::TlsOptionError),
+    Tls(#[from] crate::serving::options::TlsOptionError),
 
     #[error(transparent)]
-    RequestHeader(#[from] crate::runtime::serving::options::BlankRequestHeaderValue),
+    RequestHeader(#[from] crate::serving::options::BlankRequestHeaderValue),
 }
 
 impl Options {
@@ -1008,7 +1008,7 @@ mod tests {
 
     #[test]
     fn tls_and_front_proxy_flags_resolve() {
-        use crate::runtime::serving::options::{CipherSuite, Curve, NamedCertKey, TlsVersion};
+        use crate::serving::options::{CipherSuite, Curve, NamedCertKey, TlsVersion};
         let secure = |args: &[&str]| settings(args).unwrap().secure_serving.unwrap();
         let defaults = secure(&[]);
         assert_eq!(defaults.tls, Default::default());

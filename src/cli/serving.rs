@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::values::{GoDuration, Int32List, go_int, go_int32_list, go_ip};
 use super::{CliError, GO_BOOL};
-use crate::runtime::serving::options::{
+use crate::serving::options::{
     self as tls_options, NamedCertKey, RequestHeaderOptions, TlsOptions,
 };
 use crate::settings::SecureServing;

@@ -1,7 +1,8 @@
 //! How controllers run: the machinery every controller shares, and the only place they meet.
 //! Watching the API server ([`watching`]), writing to it ([`writing`]), the connection itself
 //! ([`connection`]); work queues and their rate limits, a controller's wiring
-//! ([`controller`]), leader election, metrics and the listeners ([`serving`]).
+//! ([`controller`]), leader election and metrics. The process's listeners are
+//! [`crate::serving`], beside this folder.
 //!
 //! What a Kubernetes object is, and how upstream prints it, is in [`crate::k8s`]; what a
 //! controller decides is in its own folder under [`crate::controllers`].
@@ -17,7 +18,6 @@ pub mod metrics;
 pub mod protobuf;
 pub mod queue;
 pub mod rbac;
-pub mod serving;
 pub mod startup;
 pub mod watching;
 pub mod writing;

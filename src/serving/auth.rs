@@ -350,7 +350,7 @@ mod tests {
 
     use axum::http::{HeaderMap, HeaderValue};
 
-    use crate::runtime::serving::identity::{AUTHENTICATED, HeaderNames};
+    use crate::serving::identity::{AUTHENTICATED, HeaderNames};
 
     fn guard(paths: &[&str]) -> Guard {
         Guard::new(Delegation {

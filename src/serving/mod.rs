@@ -32,7 +32,7 @@ use kube::Api;
 use tokio_util::sync::CancellationToken;
 
 use self::options::SecureServing;
-use super::metrics::Metrics;
+use crate::runtime::metrics::Metrics;
 
 /// Where the API server publishes the client CA and the front-proxy settings for delegated
 /// authentication.

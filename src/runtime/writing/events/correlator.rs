@@ -271,5 +271,4 @@ impl EventCorrelator {
 }
 
 #[cfg(test)]
-#[path = "correlator_tests.rs"]
 mod tests;

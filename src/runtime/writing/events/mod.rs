@@ -122,5 +122,4 @@ impl EventRecorder {
 }
 
 #[cfg(test)]
-#[path = "recorder_tests.rs"]
 mod tests;

@@ -182,5 +182,4 @@ fn log_rejected(controller: &str, event: &Event, err: &kube::Error) {
 }
 
 #[cfg(test)]
-#[path = "sink_tests.rs"]
 mod tests;
