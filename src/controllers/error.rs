@@ -53,20 +53,9 @@ mod tests {
 
     use super::*;
     use crate::controllers::resourceclaim::claims::ResolveError;
-    use crate::runtime::writing::writer::{is_conflict, is_not_found};
 
     fn api_error(code: u16, message: &str) -> kube::Error {
         kube::Error::Api(Status::failure(message, "Reason").with_code(code).boxed())
-    }
-
-    #[test]
-    fn api_errors_are_told_apart_by_code_only() {
-        assert!(is_not_found(&api_error(404, "pods \"a\" not found")));
-        assert!(!is_not_found(&api_error(409, "conflict")));
-        assert!(is_conflict(&api_error(409, "the object has been modified")));
-        assert!(!is_conflict(&api_error(500, "boom")));
-        let not_api = kube::Error::LinesCodecMaxLineLengthExceeded;
-        assert!(!is_not_found(&not_api) && !is_conflict(&not_api));
     }
 
     #[test]

@@ -22,10 +22,10 @@ use crate::controllers::storageversiongc::gc::IDENTITY_NAMESPACE;
 use crate::features::{FeatureGate, FeatureGates};
 use crate::k8s::podgroup::PodGroup;
 use crate::k8s::view::Pod;
+use crate::runtime::connection::errors::{is_not_found, is_transient};
 use crate::runtime::metrics::Metrics;
 use crate::runtime::watching::informer::Informers;
 use crate::runtime::watching::stored::{NodeMeta, Stored};
-use crate::runtime::writing::writer::{is_not_found, is_transient};
 
 /// The cluster configuration as kubectl finds it: `kubeconfig` (else `KUBECONFIG` or
 /// `~/.kube/config`) at `context` (else its current one); with neither flag and no file,

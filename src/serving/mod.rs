@@ -305,7 +305,7 @@ async fn lookup_configmap(
     let (namespace, name) = AUTHENTICATION_CONFIGMAP;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let found = api.get_opt(name).await.inspect_err(|err| {
-        if crate::runtime::writing::writer::is_forbidden(err) {
+        if crate::runtime::connection::errors::is_forbidden(err) {
             tracing::warn!("Unable to get configmap/{name} in {namespace}.  Usually fixed by 'kubectl create rolebinding -n {namespace} ROLEBINDING_NAME --role=extension-apiserver-authentication-reader --serviceaccount=YOUR_NS:YOUR_SA'");
         }
     })?;

@@ -4,7 +4,7 @@
 use super::budget::BudgetError;
 use super::scale::ScaleError;
 use crate::k8s::selector::SelectorError;
-use crate::runtime::writing::writer::{error_text, is_conflict};
+use crate::runtime::connection::errors::{error_text, is_conflict};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DisruptionError {

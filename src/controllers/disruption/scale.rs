@@ -14,9 +14,10 @@ use kube::{Client, Resource, ResourceExt};
 use crate::k8s::golang::go_quote;
 use crate::k8s::view::{OwnerRef, Pod};
 use crate::lock::lock;
+use crate::runtime::connection::errors::is_not_found;
 use crate::runtime::watching::informer::Store;
 use crate::runtime::watching::stored::{controller_of, split_key as split_api_version};
-use crate::runtime::writing::writer::{UpstreamFix, is_not_found};
+use crate::runtime::writing::writer::UpstreamFix;
 
 /// Groups upstream's finders accept for each built-in kind.
 const APPS_GROUPS: &[&str] = &["apps", "extensions"];

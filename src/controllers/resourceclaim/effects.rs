@@ -19,8 +19,9 @@ use super::{FIELD_MANAGER, ResourceClaims};
 use crate::k8s::podgroup::PodGroup;
 use crate::k8s::view::{Pod, WatchedPod};
 use crate::lock::lock;
+use crate::runtime::connection::errors::is_not_found;
 use crate::runtime::watching::stored::split_key;
-use crate::runtime::writing::writer::{Part, is_not_found};
+use crate::runtime::writing::writer::Part;
 
 impl ResourceClaims {
     fn claims_api(&self, claim: &ResourceClaim) -> Api<ResourceClaim> {

@@ -4,7 +4,7 @@
 use super::claims::{BindError, NotForPod, ResolveError, TemplateError};
 use crate::controllers::joined;
 use crate::k8s::golang::go_quote;
-use crate::runtime::writing::writer::error_text;
+use crate::runtime::connection::errors::error_text;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClaimError {

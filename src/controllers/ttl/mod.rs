@@ -19,11 +19,12 @@ use super::{Context, ControllerError, Descriptor};
 use crate::controllers::Controller;
 use crate::lock::lock;
 use crate::runtime::badinput::BadInput;
+use crate::runtime::connection::errors::is_not_found;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
 use crate::runtime::watching::informer::{Change, Store};
 use crate::runtime::watching::stored::NodeMeta;
-use crate::runtime::writing::writer::{ApiWriter, is_not_found};
+use crate::runtime::writing::writer::ApiWriter;
 
 const CONTROLLER: &str = "ttl-controller";
 const QUEUE: &str = "ttlcontroller";

@@ -21,8 +21,8 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::lock::lock;
+use crate::runtime::connection::errors::is_transient;
 use crate::runtime::rbac::Rule;
-use crate::runtime::writing::writer::is_transient;
 
 /// Where the controllers' ServiceAccounts live (upstream: `metav1.NamespaceSystem`).
 pub const NAMESPACE: &str = "kube-system";

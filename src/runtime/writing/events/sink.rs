@@ -13,7 +13,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::correlator::{Correlated, EventCorrelator};
-use crate::runtime::writing::writer::{ApiWriter, Part, is_not_found};
+use crate::runtime::connection::errors::is_not_found;
+use crate::runtime::writing::writer::{ApiWriter, Part};
 
 /// client-go's `maxTriesPerEvent`.
 pub const MAX_TRIES_PER_EVENT: u32 = 12;
