@@ -67,7 +67,7 @@ pub struct Serve {
     pub shutdown: CancellationToken,
 }
 
-/// Accepts connections until `shutdown`, each handshaken with the TLS snapshot current at
+/// Accepts connections until `shutdown`, each handshaken with the TLS configuration current at
 /// its accept; waits for the open ones to finish before it returns.
 pub async fn run(listener: TcpListener, current: Current, serve: Serve) {
     let connections = TaskTracker::new();
@@ -85,10 +85,10 @@ pub async fn run(listener: TcpListener, current: Current, serve: Serve) {
                 continue;
             }
         };
-        let snapshot = tls::load(&current);
+        let config = tls::load(&current);
         let serve = serve.clone();
         connections.spawn(async move {
-            let acceptor = TlsAcceptor::from(snapshot.config.clone());
+            let acceptor = TlsAcceptor::from(config.rustls.clone());
             let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(stream)) => stream,
                 Ok(Err(err)) => {
@@ -100,7 +100,7 @@ pub async fn run(listener: TcpListener, current: Current, serve: Serve) {
                     return;
                 }
             };
-            let peer = snapshot.peer(addr, stream.get_ref().1);
+            let peer = config.peer(addr, stream.get_ref().1);
             connection(stream, peer, serve).await;
         });
     }

@@ -231,7 +231,7 @@ pub async fn serve_secure(
             Err(err) => return Err(ServingError::Lookup(err)),
         }
     }
-    let current = tls::current(reloader.snapshot()?);
+    let current = tls::current(reloader.config()?);
     let guard = Arc::new(auth::Guard::new(auth::Delegation {
         token_reviews,
         access_reviews,

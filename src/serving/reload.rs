@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::identity::HeaderNames;
 use super::options::{NamedCertKey, RequestHeaderOptions, TlsOptions};
 use super::tls::{
-    self, Current, Material, RequestHeader, ServingCert, Snapshot, SniCert, TlsError,
+    self, Current, Material, RequestHeader, ServingCert, SniCert, TlsConfig, TlsError,
 };
 
 /// Upstream's `FileRefreshDuration`.
@@ -119,7 +119,7 @@ impl Reloader {
         Ok(Self {
             sources,
             options,
-            // Shared by every snapshot, so a reload does not end session resumption.
+            // Shared by every configuration built, so a reload does not end session resumption.
             sessions: rustls::server::ServerSessionMemoryCache::new(256),
             material,
             seen,
@@ -129,8 +129,8 @@ impl Reloader {
     }
 
     /// The TLS configuration of the material loaded now.
-    pub fn snapshot(&self) -> Result<Snapshot, TlsError> {
-        Snapshot::build(&self.material, &self.options, &self.sessions)
+    pub fn config(&self) -> Result<TlsConfig, TlsError> {
+        TlsConfig::build(&self.material, &self.options, &self.sessions)
     }
 
     /// The files to watch.
@@ -300,10 +300,10 @@ impl Reloader {
         changed
     }
 
-    /// Builds and swaps in a new snapshot from the material.
+    /// Builds and swaps in a new configuration from the material.
     fn swap(&self, current: &Current) {
-        match self.snapshot() {
-            Ok(snapshot) => tls::swap(current, snapshot),
+        match self.config() {
+            Ok(config) => tls::swap(current, config),
             Err(err) => self.failed("tls-configuration", &err),
         }
     }

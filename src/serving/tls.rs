@@ -1,7 +1,7 @@
 //! TLS for the secure port: the serving certificate (given, or self-signed at start as
 //! kube-controller-manager does), SNI certificates, client-certificate verification against
 //! the client CA and the front-proxy (request-header) CA, and the TLS settings of the
-//! `--tls-*` flags. A [`Snapshot`] is one complete configuration; reloads build a new one and
+//! `--tls-*` flags. A [`TlsConfig`] is one complete configuration; reloads build a new one and
 //! swap it in ([`Current`]), so new connections get the new certificates and CAs while open
 //! ones keep theirs. All TLS is rustls (ring provider, as kube's client).
 
@@ -277,7 +277,7 @@ pub struct RequestHeader {
     pub names: Arc<HeaderNames>,
 }
 
-/// The certificates and CAs in force, loaded; [`Snapshot::build`] turns them into a
+/// The certificates and CAs in force, loaded; [`TlsConfig::build`] turns them into a
 /// configuration.
 #[derive(Clone)]
 pub struct Material {
@@ -287,27 +287,28 @@ pub struct Material {
     pub request_header: Option<RequestHeader>,
 }
 
-/// One complete TLS configuration. A connection keeps the snapshot it was accepted with, so
-/// its client certificate is classified against the CAs its handshake checked.
-pub struct Snapshot {
-    pub config: Arc<rustls::ServerConfig>,
+/// One complete TLS configuration, built: rustls's, and the verifiers that tell what a client
+/// certificate is. A connection keeps the one it was accepted with, so its client certificate
+/// is classified against the CAs its handshake checked.
+pub struct TlsConfig {
+    pub rustls: Arc<rustls::ServerConfig>,
     client_ca: Option<Arc<dyn ClientCertVerifier>>,
     front_proxy: Option<(Arc<dyn ClientCertVerifier>, Arc<HeaderNames>)>,
 }
 
-/// The snapshot new connections use; reloads replace it.
-pub type Current = Arc<Mutex<Arc<Snapshot>>>;
+/// The configuration new connections use; reloads replace it.
+pub type Current = Arc<Mutex<Arc<TlsConfig>>>;
 
-pub fn current(snapshot: Snapshot) -> Current {
-    Arc::new(Mutex::new(Arc::new(snapshot)))
+pub fn current(config: TlsConfig) -> Current {
+    Arc::new(Mutex::new(Arc::new(config)))
 }
 
-pub fn load(current: &Current) -> Arc<Snapshot> {
+pub fn load(current: &Current) -> Arc<TlsConfig> {
     lock(current).clone()
 }
 
-pub fn swap(current: &Current, snapshot: Snapshot) {
-    *lock(current) = Arc::new(snapshot);
+pub fn swap(current: &Current, config: TlsConfig) {
+    *lock(current) = Arc::new(config);
 }
 
 /// ring's provider narrowed to `--tls-cipher-suites` (TLS 1.2 suites only: Go always offers
@@ -380,10 +381,10 @@ fn verifier(
     )
 }
 
-impl Snapshot {
+impl TlsConfig {
     /// The rustls configuration for `material` under `options`. Client certificates are
     /// requested (not required) when a client CA or front-proxy CA is known, and accepted when
-    /// either verifies them; `sessions` is shared across snapshots, so reloads keep resumption.
+    /// either verifies them; `sessions` is shared across configurations, so reloads keep resumption.
     pub fn build(
         material: &Material,
         options: &TlsOptions,
@@ -425,7 +426,7 @@ impl Snapshot {
         };
         config.session_storage = sessions.clone();
         Ok(Self {
-            config: Arc::new(config),
+            rustls: Arc::new(config),
             client_ca,
             front_proxy,
         })
