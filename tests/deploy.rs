@@ -16,7 +16,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
-use kcm::app::CONTROLLERS;
+use kcm::controllers::list::CONTROLLERS;
 use kcm::runtime::rbac::{grants, read_only};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;

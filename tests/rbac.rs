@@ -12,7 +12,7 @@ use common::rbac::{bootstrap, kustomize, load, rbac_objects, repo_path, role_rul
 use common::{DEADLINE, FAST_LEASE, InProcess, Kcm, eventually};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
-use kcm::app::CONTROLLERS;
+use kcm::controllers::list::CONTROLLERS;
 use kcm::runtime::connection::client::{Clients, load_config};
 use kcm::runtime::connection::credentials::{self, TokenPolicy};
 use kcm::runtime::rbac::{AUTH_DELEGATOR, AUTHENTICATION_READER, Rule, grants};

@@ -29,9 +29,6 @@ use crate::runtime::watching::informer::Informers;
 use crate::serving;
 use crate::settings::Settings;
 
-/// Every controller kcm runs, with what it needs (API group, RBAC).
-pub use crate::controllers::CONTROLLERS;
-
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
     #[error(transparent)]

@@ -160,7 +160,7 @@ pub struct InProcess {
 /// and the leader-election Role in the lease's namespace.
 fn granted(settings: &kcm::cli::Settings) -> (Vec<PolicyRule>, Vec<PolicyRule>, String) {
     let gates = &settings.feature_gates;
-    let cluster: Vec<PolicyRule> = kcm::app::CONTROLLERS
+    let cluster: Vec<PolicyRule> = kcm::controllers::list::CONTROLLERS
         .iter()
         .filter(|e| settings.enabled_controllers.contains(&e.controller))
         .flat_map(|e| [e.rbac_with(gates), e.informs_with(gates)].concat())
