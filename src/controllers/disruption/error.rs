@@ -54,3 +54,23 @@ impl DisruptionError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::connection::errors::api_error;
+
+    #[test]
+    fn only_a_conflicting_status_write_skips_the_fail_safe() {
+        let conflict = DisruptionError::WriteStatus(api_error(409, "modified"));
+        assert!(conflict.is_conflict());
+        assert_eq!(conflict.to_string(), "modified");
+        assert_eq!(conflict.metric_label(), "conflict");
+        let failed = DisruptionError::WriteStatus(api_error(500, "etcd down"));
+        assert!(!failed.is_conflict());
+        assert_eq!(failed.metric_label(), "write_status");
+        let listing = DisruptionError::ListPods(api_error(500, "etcd down"));
+        assert!(!listing.is_conflict());
+        assert_eq!(listing.to_string(), "Failed to get pods: etcd down");
+    }
+}

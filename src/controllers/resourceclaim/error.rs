@@ -126,3 +126,41 @@ impl ClaimError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::connection::errors::api_error;
+
+    #[test]
+    fn a_pod_claim_failure_reads_as_upstream_and_is_labelled_by_its_cause() {
+        let create = ClaimError::PodClaim {
+            pod: "ns/p".into(),
+            pod_claim: "gpu".into(),
+            source: Box::new(ClaimError::Create(api_error(403, "quota exceeded"))),
+        };
+        let missing = ClaimError::PodClaim {
+            pod: "ns/p".into(),
+            pod_claim: "fpga".into(),
+            source: Box::new(ClaimError::TemplateNotFound("t".into())),
+        };
+        let both = ClaimError::Several(vec![create, missing]);
+        assert_eq!(
+            both.to_string(),
+            "pod ns/p, PodResourceClaim gpu: create ResourceClaim : quota exceeded; \
+             pod ns/p, PodResourceClaim fpga: resource claim template \"t\": \
+             resourceclaimtemplate.resource.k8s.io \"t\" not found"
+        );
+        assert_eq!(both.metric_label(), "create_claim");
+        let unresolved = ClaimError::from(ResolveError::NotCreatedYet { pod: "ns/p".into() });
+        assert_eq!(
+            unresolved.to_string(),
+            "pod \"ns/p\": ResourceClaim not created yet"
+        );
+        assert_eq!(unresolved.metric_label(), "unresolved_claim");
+        // The request error stays reachable as the cause.
+        let create = ClaimError::Create(api_error(500, "boom"));
+        let source = std::error::Error::source(&create);
+        assert!(source.is_some_and(|s| s.is::<kube::Error>()));
+    }
+}

@@ -30,3 +30,27 @@ impl QuotaError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quota_failures_are_all_reported() {
+        let err = QuotaError::Several(vec![
+            UsageError::CountNotKnown {
+                names: vec!["count/secrets".into(), "count/configmaps".into()],
+            }
+            .into(),
+            QuotaError::WriteStatus(kube::Error::LinesCodecMaxLineLengthExceeded),
+        ]);
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the count of count/secrets, count/configmaps is not known yet; {}",
+                kube::Error::LinesCodecMaxLineLengthExceeded
+            )
+        );
+        assert_eq!(err.metric_label(), "count_not_known");
+    }
+}

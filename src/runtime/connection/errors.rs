@@ -42,15 +42,19 @@ pub fn error_text(err: &kube::Error) -> String {
     }
 }
 
+/// The API server's answer `code` with `message`, as a unit test meets it.
+#[cfg(test)]
+pub fn api_error(code: u16, message: &str) -> kube::Error {
+    kube::Error::Api(
+        kube::core::Status::failure(message, "Reason")
+            .with_code(code)
+            .boxed(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
-    use kube::core::Status;
-
     use super::*;
-
-    fn api_error(code: u16, message: &str) -> kube::Error {
-        kube::Error::Api(Status::failure(message, "Reason").with_code(code).boxed())
-    }
 
     #[test]
     fn api_errors_are_told_apart_by_code_only() {
