@@ -16,13 +16,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
-use kcm::controllers::disruption::budget::{
+use kcm::controllers::disruption::plan::budget::{
     BOTH_SET, DISRUPTION_ALLOWED_CONDITION, INSUFFICIENT_PODS_REASON, SUFFICIENT_PODS_REASON,
     SYNC_FAILED_REASON, expected_and_desired, fail_safe_status, needs_controller_scale, new_status,
     scaled_value,
 };
-use kcm::controllers::resourceclaim::claims::generate_name;
-use kcm::controllers::ttl::boundaries::{
+use kcm::controllers::resourceclaim::plan::claims::generate_name;
+use kcm::controllers::ttl::plan::{
     BOUNDARIES, Decision, TTL_ANNOTATION, TtlState, annotation_patch, decide,
 };
 use kcm::k8s::quantity::{Format, Quantity};

@@ -23,15 +23,15 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kcm::controllers::disruption::budget::{
+use kcm::controllers::disruption::plan::budget::{
     count_healthy, disrupted_pods, expected_and_desired, new_status,
 };
 use kcm::controllers::resourcequota::evaluator::QuotaGates;
 use kcm::controllers::resourcequota::evaluator::pods::{pod_matching, pod_usage};
-use kcm::controllers::resourcequota::status::next_status;
+use kcm::controllers::resourcequota::plan::status::next_status;
 use kcm::controllers::resourcequota::usage::{mask_list, sum_usage};
-use kcm::controllers::storageversiongc::gc::{self, Outcome};
-use kcm::controllers::ttl::boundaries::{BOUNDARIES, TTL_ANNOTATION};
+use kcm::controllers::storageversiongc::plan::{self as gc, Outcome};
+use kcm::controllers::ttl::plan::{BOUNDARIES, TTL_ANNOTATION};
 use kcm::k8s::view::{Pod as PodView, WatchedPod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};

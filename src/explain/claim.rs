@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use super::{Difference, ExplainError, Explanation, Reads, Reasons, differences};
-use crate::controllers::resourceclaim::claims::{
+use crate::controllers::resourceclaim::plan::claims::{
     Features, Release, Resolved, StaleReservation, group_reservation, owner_uid, pod_claims,
     pod_reservation, reserved_for, resolve, resolved_names,
 };

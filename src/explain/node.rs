@@ -6,7 +6,7 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use super::{Difference, ExplainError, Explanation, Reads, Reasons};
-use crate::controllers::ttl::boundaries::{BOUNDARIES, Decision, TTL_ANNOTATION, TtlState, decide};
+use crate::controllers::ttl::plan::{BOUNDARIES, Decision, TTL_ANNOTATION, TtlState, decide};
 use crate::runtime::watching::stored::NodeMeta;
 
 #[derive(Debug, Clone, Serialize)]

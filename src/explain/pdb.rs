@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::{Difference, ExplainError, Explanation, Reads, Reasons, differences};
 use crate::controllers::disruption::DisruptionError;
-use crate::controllers::disruption::budget::{
+use crate::controllers::disruption::plan::budget::{
     BudgetError, Unhealthy, disrupted_pods, fail_safe_status, needs_controller_scale, pod_health,
     scaled_value,
 };

@@ -18,7 +18,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, Resource};
 
 use super::{ExplainError, Kind, Request};
-use crate::controllers::storageversiongc::gc::IDENTITY_NAMESPACE;
+use crate::controllers::storageversiongc::plan::IDENTITY_NAMESPACE;
 use crate::features::{FeatureGate, FeatureGates};
 use crate::k8s::podgroup::PodGroup;
 use crate::k8s::view::Pod;

@@ -6,7 +6,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use serde::Serialize;
 
 use super::{Difference, ExplainError, Explanation, Reads, Reasons, differences};
-use crate::controllers::storageversiongc::gc::{
+use crate::controllers::storageversiongc::plan::{
     IDENTITY_NAMESPACE, Outcome, collect, entries, has_identity_label,
 };
 use crate::k8s::selector::is_dns1123_subdomain;

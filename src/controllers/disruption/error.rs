@@ -1,7 +1,7 @@
 //! Why a PDB sync failed. The text of a failure to compute the status is upstream's, since
 //! it becomes the fail-safe condition's message and an event's.
 
-use super::budget::BudgetError;
+use super::plan::budget::BudgetError;
 use super::scale::ScaleError;
 use crate::k8s::selector::SelectorError;
 use crate::runtime::connection::errors::{error_text, is_conflict};

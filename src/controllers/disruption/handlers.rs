@@ -7,7 +7,7 @@ use std::sync::Arc;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 
-use super::budget::stale_disruption_wait;
+use super::plan::budget::stale_disruption_wait;
 use super::{Disruption, messages};
 use crate::k8s::selector;
 use crate::k8s::view::Pod;

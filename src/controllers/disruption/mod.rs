@@ -2,20 +2,19 @@
 //! and falls back to `disruptionsAllowed: 0` (condition `SyncFailed`) whenever it cannot be
 //! sure. Three lanes, as upstream: PDB syncs (`disruption`), rechecks when a disrupted-pod
 //! entry expires (`disruption_recheck`), and stale DisruptionTarget pod conditions
-//! (`stale_pod_disruption`). The decisions are in `budget.rs`, the sync's plan in `plan.rs`;
-//! `sync.rs` fetches and performs the plan, `handlers.rs` turns watch events into work items,
-//! `stale.rs` clears stale DisruptionTarget conditions; this file declares the controller.
+//! (`stale_pod_disruption`). The decisions are in `plan.rs` (the status arithmetic in
+//! `plan/budget.rs`); `sync.rs` fetches and performs the plan and clears stale
+//! DisruptionTarget conditions, `handlers.rs` turns watch events into work items, `scale.rs`
+//! finds the pods' controllers' scale; this file declares the controller.
 //!
 //! Beyond upstream: a change of a workload's `spec.replicas` re-syncs the PDBs of its
 //! namespace, so `expectedPods` follows a scale-up even before new pods appear.
 
-pub mod budget;
 mod error;
 mod handlers;
 mod messages;
 pub mod plan;
 pub mod scale;
-mod stale;
 mod sync;
 
 use std::sync::Arc;

@@ -1,7 +1,9 @@
-//! `trySync` as a plan: from a PDB, its matching pods and (when the budget needs it) the
-//! controllers' scale, the status to write, the events to record and when to look again,
-//! built from the decisions of `budget.rs`. No I/O: the controller fetches the pods and the
-//! scale, and performs the plan.
+//! The disruption controller's pure decisions. `trySync` as a plan: from a PDB, its matching
+//! pods and (when the budget needs it) the controllers' scale, the status to write, the events
+//! to record and when to look again, built from the status arithmetic of [`budget`]. No I/O:
+//! `sync.rs` fetches the pods and the scale, and performs the plan.
+
+pub mod budget;
 
 use std::time::Duration;
 
@@ -10,7 +12,7 @@ use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatu
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Resource, ResourceExt};
 
-use super::budget::{count_healthy, disrupted_pods, expected_and_desired, new_status};
+use self::budget::{count_healthy, disrupted_pods, expected_and_desired, new_status};
 use super::error::DisruptionError;
 use super::messages;
 use super::scale::{ExpectedScale, ScaleError};
@@ -147,5 +149,4 @@ pub fn plan_budget(
 }
 
 #[cfg(test)]
-#[path = "plan_tests.rs"]
 mod tests;

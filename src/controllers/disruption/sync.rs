@@ -1,20 +1,26 @@
-//! The PDB sync: fetches the PDB's pods (from the store, or the API server while the
-//! store's watch fails) and their controllers' scale, performs `plan_budget` (events and the
-//! status write through the writer), and falls back to the fail-safe status on error.
+//! The disruption controller's effects. The PDB sync fetches the PDB's pods (from the store,
+//! or the API server while the store's watch fails) and their controllers' scale, performs
+//! `plan_budget` (events and the status write through the writer), and falls back to the
+//! fail-safe status on error. The `stale_pod_disruption` lane resets a pod's DisruptionTarget
+//! condition that nobody acted on in time, re-reading the full pod before the status update.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Pod as FullPod;
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 
-use super::budget::{fail_safe_status, needs_controller_scale};
+use super::plan::budget::{
+    cleared_disruption_target, fail_safe_status, needs_controller_scale, stale_disruption_wait,
+};
 use super::plan::{plan_budget, pod_selector};
 use super::{Disruption, DisruptionError};
 use crate::controllers::ControllerError;
 use crate::k8s::view::{Pod, WatchedPod};
+use crate::runtime::watching::stored::split_key;
 use crate::runtime::writing::writer::UpstreamFix;
 
 impl Disruption {
@@ -136,7 +142,7 @@ impl Disruption {
         }
         let api: Api<WatchedPod> = Api::namespaced(self.ctx.client.clone(), namespace);
         let list = api
-            .list(&kube::api::ListParams::default())
+            .list(&ListParams::default())
             .await
             .map_err(DisruptionError::ListPods)?;
         Ok(list
@@ -144,5 +150,51 @@ impl Disruption {
             .into_iter()
             .map(|pod| Arc::new(pod.into()))
             .collect())
+    }
+
+    /// Resets a DisruptionTarget condition that nobody acted on within two minutes.
+    pub(super) async fn clear_stale_condition(
+        &self,
+        pod_key: String,
+    ) -> Result<(), DisruptionError> {
+        let (ns, name) = split_key(&pod_key);
+        let Some(pod) = self.pods.store().get(ns, name) else {
+            return Ok(());
+        };
+        let now = self.now();
+        match stale_disruption_wait(&pod, &now) {
+            None => return Ok(()),
+            Some(wait) if !wait.is_zero() => {
+                self.stale.add_after(pod_key, wait);
+                return Ok(());
+            }
+            Some(_) => {}
+        }
+        let failed = |source| DisruptionError::ClearCondition {
+            pod: pod_key.clone(),
+            source,
+        };
+        // The store holds a view, and the update writes the whole status: the full pod is
+        // read first, by listing its one name (the pods RBAC allows list, not get, as
+        // upstream's role). A pod that changed meanwhile is left to its next event.
+        let api: Api<FullPod> = Api::namespaced(
+            self.ctx.client.clone(),
+            &pod.namespace().unwrap_or_default(),
+        );
+        let by_name = ListParams::default().fields(&format!("metadata.name={}", pod.name_any()));
+        let listed = api.list(&by_name).await.map_err(failed)?;
+        let Some(live) = listed.items.into_iter().next() else {
+            return Ok(());
+        };
+        if stale_disruption_wait(&(&live).into(), &now) != Some(Duration::ZERO) {
+            return Ok(());
+        }
+        let mut desired = live.clone();
+        desired.status = Some(cleared_disruption_target(&live, &now));
+        self.writer
+            .replace_status(&api, &live, desired)
+            .await
+            .map(|_| ())
+            .map_err(failed)
     }
 }

@@ -1,7 +1,7 @@
 //! Why a resourceclaim sync failed, in upstream's words: the text of a pod's claim failure is
 //! also a `FailedResourceClaimCreation` event's message.
 
-use super::claims::{BindError, NotForPod, ResolveError, TemplateError};
+use super::plan::claims::{BindError, NotForPod, ResolveError, TemplateError};
 use crate::controllers::joined;
 use crate::k8s::golang::go_quote;
 use crate::runtime::connection::errors::error_text;

@@ -6,7 +6,7 @@
 
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
 
-use super::claims::{
+use super::plan::claims::{
     group_resolved_names, group_template_names, owner_uid, pod_group_name, resolved_names,
     template_names, uses_claims,
 };

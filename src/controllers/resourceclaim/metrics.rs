@@ -6,7 +6,7 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{IntGaugeVec, Opts};
 
-use super::claims::gauge_labels;
+use super::plan::claims::gauge_labels;
 use crate::runtime::watching::informer::Store;
 
 /// `resourceclaim_controller_resource_claims`: claims by allocated, admin_access and source,

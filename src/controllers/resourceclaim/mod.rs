@@ -7,10 +7,10 @@
 //! the group's `status.resourceClaimStatuses`, reserves them for the group rather than for
 //! each pod, and drops the reservations of groups that are gone; PodGroups are watched only
 //! then (kcm's own minimal PodGroup type: `runtime::podgroup`). One lane, `resource_claim`,
-//! with `pod:`, `claim:` and `podgroup:` keys, as upstream. The decisions are in `claims.rs`, the plans built from them in `plan.rs`, and
-//! `sync.rs` performs the plans through the writer; `handlers.rs` turns watch events into
-//! work items, `effects.rs` reads the stores and writes, `metrics.rs` holds the claim gauge;
-//! this file declares the controller.
+//! with `pod:`, `claim:` and `podgroup:` keys, as upstream. The decisions are in `plan.rs`
+//! (those on single pods and claims in `plan/claims.rs`), and `sync.rs` performs the plans
+//! (through the stores and the writer: `sync/effects.rs`); `handlers.rs` turns watch events
+//! into work items, `metrics.rs` holds the claim gauge; this file declares the controller.
 //!
 //! Beyond upstream:
 //! - a terminal pod gets no claims and no reservations (upstream re-creates the claims its
@@ -25,8 +25,6 @@
 //! - a pod in no PodGroup whose recorded claim another owns gets upstream's "Pod is not
 //!   owner" error, where upstream (gate on) dereferences the missing group name.
 
-pub mod claims;
-mod effects;
 mod error;
 mod handlers;
 mod metrics;
@@ -41,9 +39,9 @@ use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
 use lru::LruCache;
 use prometheus::{IntCounterVec, Opts};
 
-use self::claims::Features;
 pub use self::error::ClaimError;
 use self::metrics::ClaimGauge;
+use self::plan::claims::Features;
 use super::{Context, ControllerError, Descriptor, Gated};
 use crate::controllers::Controller;
 use crate::features::FeatureGate;
@@ -250,3 +248,6 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
         });
     Ok(wiring.run().await?)
 }
+
+#[cfg(test)]
+mod tests;

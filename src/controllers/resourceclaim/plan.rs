@@ -1,6 +1,9 @@
-//! The resourceclaim controller's syncs as plans: from what the stores hold (`Stores`), what
-//! a pod sync (`syncPod`/`handleClaim`) or a claim sync (`syncClaim`) is to write, built from
-//! the decisions of `claims.rs`. No I/O: `sync.rs` performs the plans, in upstream's order.
+//! The resourceclaim controller's decisions. Its syncs as plans: from what the stores hold
+//! (`Stores`), what a pod sync (`syncPod`/`handleClaim`) or a claim sync (`syncClaim`) is to
+//! write, built from the decisions on single pods and claims in [`claims`]. No I/O: `sync.rs`
+//! performs the plans, in upstream's order.
+
+pub mod claims;
 
 use std::sync::Arc;
 
@@ -10,7 +13,7 @@ use k8s_openapi::api::resource::v1::{
 };
 use kube::ResourceExt;
 
-use super::claims::{
+use self::claims::{
     ClaimOwner, Features, Membership, RESERVED_FOR_MAX, Release, ResolveError, Resolved, bind_to,
     claim_from_template, claims_to_release, delete_unused, find_orphan, foreign_claims,
     group_needs_work, group_resolved_names, is_for_group, is_for_pod, is_group_consumer,

@@ -1,6 +1,9 @@
-//! The one executor of the resourceclaim controller's plans (`plan.rs`): it performs their
-//! writes through `Effects`, in upstream's order, and turns failures into the sync's error.
-//! The controller's `Effects` go through the writer; the unit tests' record what they get.
+//! The resourceclaim controller's effects. The one executor of its plans (`plan.rs`): it
+//! performs their writes through `Effects`, in upstream's order, and turns failures into the
+//! sync's error. The controller's `Effects` (`sync/effects.rs`) go through the writer; the
+//! unit tests' record what they get.
+
+mod effects;
 
 use std::sync::Arc;
 
@@ -8,10 +11,10 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::Resource;
 
-use super::claims::{
+use super::error::ClaimError;
+use super::plan::claims::{
     Features, Release, finalizer_removed, pod_claim_statuses, pod_claims, statuses_to_record,
 };
-use super::error::ClaimError;
 use super::plan::{
     ClaimStep, Cleanup, Consumer, Fetched, PodPlan, Problem, Reservation, Stores,
     consumers_to_fetch, plan_claim, plan_cleanup, plan_group, plan_pod, plan_reservations,

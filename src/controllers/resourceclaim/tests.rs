@@ -1,19 +1,28 @@
 //! The upstream resourceclaim controller's unit tests (`controller_test.go`: `TestSyncHandler`,
 //! `TestEventHandlers`, `TestGetAdminAccessMetricLabel`), ported to the pure decisions of
-//! `claims.rs`, and to the real syncPod/syncClaim (`sync.rs` performing the plans of `plan.rs`,
-//! in the order of upstream, spec notes §2.5) run against plain objects instead of informers
+//! `plan/claims.rs`, and to the real syncPod/syncClaim (`sync.rs` performing the plans of
+//! `plan.rs` in the order of upstream's `syncPod` and `syncClaim`,
+//! `pkg/controller/resourceclaim/controller.go`) run against plain objects instead of informers
 //! and an API server; the claims and pods the upstream cases start from (`testClaim`,
 //! `templatedTestClaim`, ...) are rebuilt below from JSON.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::resource::v1::{
+    ResourceClaim, ResourceClaimConsumerReference, ResourceClaimSpec, ResourceClaimStatus,
+    ResourceClaimTemplate,
+};
+use kube::ResourceExt;
+use serde_json::{Value, json};
 
-use super::super::plan::{PodChange, Problem, Stores, plan_pod_change};
-use super::super::sync::{Effects, sync_claim, sync_pod};
-use super::*;
+use super::plan::claims::*;
+use super::plan::{PodChange, Problem, Stores, plan_pod_change};
+use super::sync::{Effects, sync_claim, sync_pod};
 use crate::k8s::podgroup::PodGroup;
+use crate::k8s::view::Pod;
 use crate::runtime::watching::stored::{Stored, key_of};
 
 // ---------------------------------------------------------------------------------------------
@@ -2010,8 +2019,14 @@ fn sync_claim_cases() {
         }
         // Only the builtin finalizer ever goes, and only once unallocated.
         if let Some(updated) = &plan.finalizer_update {
-            assert!(!has_finalizer(updated), "{}", case.name);
-            assert!(!is_allocated(updated), "{}", case.name);
+            let finalizers = updated.finalizers();
+            assert!(
+                !finalizers.iter().any(|f| f == DELETE_PROTECTION_FINALIZER),
+                "{}",
+                case.name
+            );
+            let allocation = updated.status.as_ref().and_then(|s| s.allocation.as_ref());
+            assert!(allocation.is_none(), "{}", case.name);
         }
     }
 }
@@ -2391,90 +2406,6 @@ fn find_orphan_matches_the_annotation_only() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Generated names.
-
-#[test]
-fn generate_name_table() {
-    let a = |n: usize| "a".repeat(n);
-    let b = |n: usize| "b".repeat(n);
-    let cases: Vec<(&str, String, String, String)> = vec![
-        (
-            "short",
-            POD.into(),
-            CLAIM.into(),
-            "test-pod-acme-resource-".into(),
-        ),
-        // 30 + 1 + 25 + 1 = 57: kept, trailing hyphen included.
-        ("exactly 57", a(30), b(25), format!("{}-{}-", a(30), b(25))),
-        // 58: both cut in proportion (31*57/58 = 30, 25*57/58 = 24), no trailing hyphen.
-        ("58", a(31), b(25), format!("{}-{}", a(30), b(24))),
-        // L = 72: 60*57/72 = 47, 10*57/72 = 7.
-        ("60 + 10", a(60), b(10), format!("{}-{}", a(47), b(7))),
-        // L = 110: 8*57/110 = 4, 100*57/110 = 51.
-        ("long claim", POD.into(), b(100), format!("test-{}", b(51))),
-        // L = 254: 63*57/254 = 14, 189*57/254 = 42.
-        ("both long", a(63), b(189), format!("{}-{}", a(14), b(42))),
-    ];
-    for (name, pod, claim, expected) in cases {
-        assert_eq!(generate_name(&pod, &claim), expected, "{name}");
-    }
-    assert_eq!(generate_name(&a(60), &b(10)).len(), 55);
-}
-
-#[test]
-fn generate_name_always_leaves_room_for_the_suffix() {
-    for pod_len in 1..=80 {
-        for claim_len in 1..=80 {
-            let name = generate_name(&"p".repeat(pod_len), &"c".repeat(claim_len));
-            // The API server appends five random characters; names have at most 63.
-            assert!(name.len() <= MAX_BASE_LEN, "{pod_len}+{claim_len}: {name}");
-            let total = pod_len + claim_len + 2;
-            if total <= MAX_BASE_LEN {
-                assert_eq!(
-                    name,
-                    format!("{}-{}-", "p".repeat(pod_len), "c".repeat(claim_len))
-                );
-            } else {
-                // No trailing hyphen of its own (the claim part may come out empty).
-                let (p, c) = name.split_once('-').unwrap();
-                assert_eq!(p.len(), (pod_len * MAX_BASE_LEN / total).max(1));
-                assert_eq!(c.len(), claim_len * MAX_BASE_LEN / total);
-            }
-        }
-    }
-}
-
-#[test]
-fn generate_name_never_starts_with_a_hyphen_or_leaves_a_dot_before_it() {
-    // Upstream's cut gives "-ccc…" (one-character pod) and "x.-…": names the API server
-    // refuses.
-    let claim = "c".repeat(60);
-    assert_eq!(generate_name("a", &claim), format!("a-{}", "c".repeat(54)));
-    let dotted = format!("x.{}", "y".repeat(60));
-    let name = generate_name(&dotted, &"c".repeat(60));
-    assert!(!name.contains(".-"), "{name}");
-    assert!(name.starts_with("x.yy"), "{name}");
-    // The proportional cut of "ab.cd" is "ab.": the dot goes.
-    assert_eq!(
-        generate_name("ab.cd", &"c".repeat(70)),
-        format!("ab-{}", "c".repeat(51))
-    );
-}
-
-#[test]
-fn generate_name_non_ascii_does_not_panic() {
-    // 81 bytes: the cut at 54 falls inside a character and backs off to 53.
-    let pod = format!("a{}", "é".repeat(40));
-    assert_eq!(generate_name(&pod, "x"), format!("a{}-", "é".repeat(26)));
-    let claim = "ü".repeat(50);
-    let name = generate_name("pod", &claim);
-    assert!(name.len() <= MAX_BASE_LEN);
-    assert!(name.starts_with("p"));
-    assert_eq!(prefix("aé", 2), "a");
-    assert_eq!(prefix("abc", 10), "abc");
-}
-
-// ---------------------------------------------------------------------------------------------
 // Metrics.
 
 #[test]
@@ -2602,5 +2533,4 @@ fn prioritized_list_detection() {
     assert!(!has_prioritized_list(None));
 }
 
-#[path = "podgroup_tests.rs"]
 mod podgroup;

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::ResourceExt;
 
 use super::evaluator::{Registered, Snapshot};
+use super::plan::status::{hard_changed, needs_priority, status_hard};
 use super::plan::tracked;
-use super::status::{hard_changed, needs_priority, status_hard};
 use super::{Quota, hard_names, key, same_status_hard_names};
 use crate::lock::lock;
 use crate::runtime::watching::counter::CountChange;

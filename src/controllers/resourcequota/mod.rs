@@ -1,8 +1,8 @@
 //! resourcequota-controller: keeps `ResourceQuota.status.hard/used` equal to the real usage in
 //! the namespace, as upstream computes it: the evaluators in `evaluator/`, the sync's plan in
-//! `plan.rs` (from `status.rs`); `sync.rs` writes the plan's status, `handlers.rs` routes
-//! watch events to the lanes, `counters.rs` runs discovery and the `count/` counters; this
-//! file declares the controller. Two lanes, as upstream:
+//! `plan.rs` (its status rules in `plan/status.rs`); `sync.rs` writes the plan's status,
+//! `handlers.rs` routes watch events to the lanes, `counters.rs` runs discovery and the
+//! `count/` counters; this file declares the controller. Two lanes, as upstream:
 //! `resourcequota_priority` for quotas whose status lags their spec, `resourcequota_primary`
 //! for everything else, N workers each.
 //!
@@ -21,7 +21,6 @@ mod names;
 pub mod plan;
 pub mod registry;
 pub mod scope;
-pub mod status;
 mod sync;
 #[cfg(test)]
 mod testing;
@@ -103,7 +102,7 @@ fn key(quota: &ResourceQuota) -> String {
 }
 
 fn hard_names(quota: &ResourceQuota) -> Vec<String> {
-    status::hard(quota)
+    plan::status::hard(quota)
         .map(|h| h.keys().cloned().collect())
         .unwrap_or_default()
 }
@@ -111,7 +110,11 @@ fn hard_names(quota: &ResourceQuota) -> Vec<String> {
 /// Whether two versions of a quota name the same resources in `status.hard`, without copying
 /// the names (every quota watch event asks).
 fn same_status_hard_names(a: &ResourceQuota, b: &ResourceQuota) -> bool {
-    let names = |q| status::status_hard(q).into_iter().flat_map(|h| h.keys());
+    let names = |q| {
+        plan::status::status_hard(q)
+            .into_iter()
+            .flat_map(|h| h.keys())
+    };
     names(a).eq(names(b))
 }
 

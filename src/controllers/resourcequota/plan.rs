@@ -1,6 +1,9 @@
-//! `syncResourceQuota` as a plan: from a quota, the evaluators in registry order and what
-//! they read (`Snapshot`), the status to write (or none), the bad input to report, and the
-//! evaluators' failures. No I/O: the controller writes the plan's status through the writer.
+//! The resourcequota controller's decisions. `syncResourceQuota` as a plan: from a quota, the
+//! evaluators in registry order and what they read (`Snapshot`), the status to write
+//! (or none), the bad input to report, and the evaluators' failures; the status and dirty
+//! rules are in [`status`]. No I/O: `sync.rs` writes the plan's status through the writer.
+
+pub mod status;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -8,10 +11,10 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ResourceQuota, ResourceQuotaStatus};
 use kube::ResourceExt;
 
+use self::status::{candidates, hard, next_status};
 use super::error::UsageError;
 use super::evaluator::{Registered, Snapshot};
 use super::scope::{QuotaScope, parse_scope};
-use super::status::{candidates, hard, next_status};
 use super::usage::{ResourceList, add_lists, mask_list, out_of_range_names};
 use crate::k8s::quantity::Quantity;
 use crate::runtime::writing::writer::UpstreamFix;
@@ -129,5 +132,4 @@ fn calculate(
 }
 
 #[cfg(test)]
-#[path = "plan_tests.rs"]
 mod tests;

@@ -1,4 +1,4 @@
-//! The decisions of the storage-version garbage collector, as pure functions: which leases
+//! The storage-version garbage collector's decisions, as pure functions: which leases
 //! identify API servers, what a StorageVersion becomes once dead servers' entries go, and
 //! upstream's `SetCommonEncodingVersion` with its `AllEncodingVersionsEqual` condition.
 

@@ -1,25 +1,26 @@
 //! ttl-controller: keeps `node.alpha.kubernetes.io/ttl` on every Node at the TTL the cluster
-//! size calls for (see `boundaries.rs`).
+//! size calls for: the step machine and the per-node decision in `plan.rs`, the annotation
+//! patch in `sync.rs`; this file declares the controller and counts the nodes it watches.
 //!
 //! Beyond upstream: when the TTL step changes, every node is enqueued once, so the whole
 //! cluster converges without waiting for each kubelet's next node update; and at the first
 //! complete count the step is recovered from the nodes' annotations (kubernetes#109779), so a
 //! restart inside the overlap of two steps keeps the TTL instead of rewriting every node.
 
-pub mod boundaries;
+pub mod plan;
+mod sync;
 
 use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 
-use self::boundaries::{Decision, TTL_ANNOTATION, TtlState, annotation_patch, decide};
+use self::plan::{TTL_ANNOTATION, TtlState};
 use super::{Context, ControllerError, Descriptor};
 use crate::controllers::Controller;
 use crate::lock::lock;
 use crate::runtime::badinput::BadInput;
-use crate::runtime::connection::errors::is_not_found;
 use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
 use crate::runtime::watching::informer::{Change, Store};
@@ -95,49 +96,6 @@ impl Ttl {
         }
         if let Some(name) = enqueue {
             queue.add(name);
-        }
-    }
-
-    async fn reconcile(&self, name: String) -> Result<(), kube::Error> {
-        let Some(node) = self.nodes.get("", &name) else {
-            return Ok(());
-        };
-        let (desired, divergence) = {
-            let state = self.state();
-            (state.desired_ttl(), state.divergence())
-        };
-        let current = node.annotations().get(TTL_ANNOTATION).map(String::as_str);
-        let Decision::Set { value, unparsable } = decide(current, desired) else {
-            return Ok(());
-        };
-        if let Some(bad) = unparsable {
-            let problem = format!(
-                "Could not convert the value {bad:?} with annotation key for the node; overwriting it"
-            );
-            self.bad.report(
-                &name,
-                &node.resource_version().unwrap_or_default(),
-                "invalid-ttl-annotation",
-                &problem,
-            );
-        }
-        let patch = Patch::Strategic(annotation_patch(&value));
-        match self
-            .writer
-            .because(divergence)
-            .patch_unread(&self.api, &node, &PatchParams::default(), &patch)
-            .await
-        {
-            Ok(()) => {
-                tracing::debug!(node = name, ttl = desired, "Changed ttl annotation");
-                Ok(())
-            }
-            // Deleted since the store saw it: nothing left to do.
-            Err(err) if is_not_found(&err) => Ok(()),
-            Err(err) => {
-                tracing::warn!(node = name, error = %err, "Failed to change ttl annotation for node");
-                Err(err)
-            }
         }
     }
 }

@@ -1,6 +1,7 @@
-//! The node-count → TTL state machine, with upstream's overlapping boundaries (hysteresis):
-//! step up when the count exceeds the current step's `size_max`, down when it falls below its
-//! `size_min`, at most one step per node added or deleted.
+//! The ttl controller's decisions. The node-count → TTL state machine, with upstream's
+//! overlapping boundaries (hysteresis): step up when the count exceeds the current step's
+//! `size_max`, down when it falls below its `size_min`, at most one step per node added or
+//! deleted; and whether a node's annotation is rewritten, with the patch that does it.
 
 use serde_json::{Value, json};
 

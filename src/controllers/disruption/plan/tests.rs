@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::controllers::disruption::budget::{BOTH_SET, needs_controller_scale};
+use crate::controllers::disruption::plan::budget::{BOTH_SET, needs_controller_scale};
 use crate::controllers::disruption::scale::TERMINATING_POD_WITHOUT_CONTROLLER;
 
 const NOW: &str = "2026-01-01T00:00:00Z";

@@ -12,10 +12,12 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{Value, json};
 
-use super::claims::{ClaimOwner, Features, claim_statuses_apply, needs_admin_access, owner_uid};
-use super::plan::{Problem, Stores};
-use super::sync::Effects;
-use super::{FIELD_MANAGER, ResourceClaims};
+use super::super::plan::claims::{
+    ClaimOwner, Features, claim_statuses_apply, needs_admin_access, owner_uid,
+};
+use super::super::plan::{Problem, Stores};
+use super::super::{FIELD_MANAGER, ResourceClaims};
+use super::Effects;
 use crate::k8s::podgroup::PodGroup;
 use crate::k8s::view::{Pod, WatchedPod};
 use crate::lock::lock;

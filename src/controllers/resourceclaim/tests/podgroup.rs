@@ -3,9 +3,9 @@
 //! against the plain-object `World` of the parent module, plus the PodGroup side of the event
 //! handlers (`enqueuePodGroup`, `podNeedsWork` for a pod in a group).
 
-use super::super::super::Key;
-use super::super::super::plan::plan_group_change;
-use super::super::super::sync::sync_group;
+use super::super::Key;
+use super::super::plan::plan_group_change;
+use super::super::sync::sync_group;
 use super::*;
 
 const GROUP: &str = "test-podgroup";

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{ResourceQuota, ResourceQuotaStatus};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 
-use super::usage::ResourceList;
+use crate::controllers::resourcequota::usage::ResourceList;
 use crate::k8s::quantity::Quantity;
 
 /// A resource list as the API carries it.
