@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{ScopeSelector, ScopedResourceSelectorRequiremen
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kcm::controllers::resourcequota::evaluator::pods::{Pods, pod_matches_scope, pod_usage};
-use kcm::controllers::resourcequota::evaluator::{QuotaGates, Snapshot};
+use kcm::controllers::resourcequota::evaluator::{EvaluatorInputs, QuotaGates};
 use kcm::controllers::resourcequota::scope::{QuotaScope, parse_scope};
 use kcm::controllers::resourcequota::totals::Totals;
 use kcm::controllers::resourcequota::usage::sum_usage;
@@ -156,8 +156,8 @@ impl World {
     }
 
     /// What the evaluators read at this moment.
-    fn at(&self) -> Snapshot<'static> {
-        Snapshot::at(self.time())
+    fn at(&self) -> EvaluatorInputs<'static> {
+        EvaluatorInputs::at(self.time())
     }
 
     fn build(&mut self, name: &str, shape: &PodShape, uid: Option<String>) -> Arc<Pod> {

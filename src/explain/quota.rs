@@ -10,7 +10,9 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use serde::Serialize;
 
 use super::{ExplainError, Explanation, LARGEST, Reads, Reasons, differences};
-use crate::controllers::resourcequota::evaluator::{Charge, QuotaGates, Registered, Snapshot};
+use crate::controllers::resourcequota::evaluator::{
+    AnyEvaluator, Charge, EvaluatorInputs, QuotaGates,
+};
 use crate::controllers::resourcequota::plan::{plan_sync, quota_scope, tracked};
 use crate::controllers::resourcequota::registry::over_informers;
 use crate::k8s::quantity::Quantity;
@@ -116,10 +118,10 @@ pub fn explain(
             name: format!("{ns}/{name}"),
         })?;
     let gates = QuotaGates::of(reads.gates);
-    let evaluators: Vec<Arc<dyn Registered>> = over_informers(informers, gates, |_| {
+    let evaluators: Vec<Arc<dyn AnyEvaluator>> = over_informers(informers, gates, |_| {
         informers.is_started::<ResourceClaim>()
     });
-    let at = Snapshot::new(reads.now.clone(), informers);
+    let at = EvaluatorInputs::new(reads.now.clone(), informers);
     let plan = plan_sync(&quota, &evaluators, &at);
     let stored = quota.status.clone().unwrap_or_default();
     let desired = plan.status.clone().unwrap_or_else(|| stored.clone());

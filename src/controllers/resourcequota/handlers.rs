@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::ResourceExt;
 
-use super::evaluator::{Registered, Snapshot};
+use super::evaluator::{AnyEvaluator, EvaluatorInputs};
 use super::plan::status::{hard_changed, needs_priority, status_hard};
 use super::plan::tracked;
 use super::{Quota, hard_names, key, same_status_hard_names};
@@ -21,7 +21,7 @@ impl Quota {
     pub(super) fn count_changed(&self, change: CountChange) {
         let evaluator = lock(&self.counters).get(&change.resource).cloned();
         let Some(evaluator) = evaluator else { return };
-        let at = self.snapshot();
+        let at = self.inputs();
         match change.namespace {
             Some(ns) => self.replenish(&ns, &*evaluator, &at),
             // First complete list: every quota counting the type can be computed now.
@@ -43,7 +43,7 @@ impl Quota {
     /// upstream's addQuota: which lane a new or re-specified quota goes to.
     fn route(&self, quota: &ResourceQuota) {
         self.ensure_counters(hard_names(quota).iter());
-        let (at, evaluators) = (self.snapshot(), self.evaluators());
+        let (at, evaluators) = (self.inputs(), self.evaluators());
         if needs_priority(quota, |n| tracked(&evaluators, n, &at)) {
             self.priority.add(key(quota));
         } else {
@@ -72,7 +72,7 @@ impl Quota {
     }
 
     /// Replenishment: the quotas of `ns` whose `status.hard` names something `evaluator` tracks.
-    pub(super) fn replenish(&self, ns: &str, evaluator: &dyn Registered, at: &Snapshot) {
+    pub(super) fn replenish(&self, ns: &str, evaluator: &dyn AnyEvaluator, at: &EvaluatorInputs) {
         for quota in self.quotas.in_namespace(ns) {
             let tracked = status_hard(&quota)
                 .is_some_and(|hard| hard.keys().any(|name| evaluator.covers(name, at)));

@@ -39,7 +39,7 @@ use tokio::sync::{Notify, mpsc};
 
 pub use self::error::{QuotaError, UsageError};
 use self::evaluator::object_count::ObjectCount;
-use self::evaluator::{Registered, Replenish};
+use self::evaluator::{AnyEvaluator, Replenish};
 use super::{Context, ControllerError, Descriptor};
 use crate::controllers::Controller;
 use crate::runtime::badinput::BadInput;
@@ -122,7 +122,7 @@ fn same_status_hard_names(a: &ResourceQuota, b: &ResourceQuota) -> bool {
 struct Quota {
     quotas: Arc<Informer<ResourceQuota>>,
     /// The typed evaluators of the types the cluster serves, in registry order.
-    typed: Arc<[Arc<dyn Registered>]>,
+    typed: Arc<[Arc<dyn AnyEvaluator>]>,
     /// Object counts by the name after `count/`, in the order they follow the typed
     /// evaluators.
     counters: Arc<Mutex<BTreeMap<String, Arc<ObjectCount>>>>,

@@ -1,5 +1,5 @@
 //! The resourcequota controller's decisions. `syncResourceQuota` as a plan: from a quota, the
-//! evaluators in registry order and what they read (`Snapshot`), the status to write
+//! evaluators in registry order and what they read (`EvaluatorInputs`), the status to write
 //! (or none), the bad input to report, and the evaluators' failures; the status and dirty
 //! rules are in [`status`]. No I/O: `sync.rs` writes the plan's status through the writer.
 
@@ -13,7 +13,7 @@ use kube::ResourceExt;
 
 use self::status::{candidates, hard, next_status};
 use super::error::UsageError;
-use super::evaluator::{Registered, Snapshot};
+use super::evaluator::{AnyEvaluator, EvaluatorInputs};
 use super::scope::{QuotaScope, parse_scope};
 use super::usage::{ResourceList, add_lists, mask_list, out_of_range_names};
 use crate::k8s::quantity::Quantity;
@@ -47,7 +47,7 @@ pub fn quota_scope(quota: &ResourceQuota) -> QuotaScope {
 }
 
 /// Whether some evaluator covers the quota resource `name`.
-pub fn tracked(evaluators: &[Arc<dyn Registered>], name: &str, at: &Snapshot) -> bool {
+pub fn tracked(evaluators: &[Arc<dyn AnyEvaluator>], name: &str, at: &EvaluatorInputs) -> bool {
     let names = [name.to_string()];
     evaluators
         .iter()
@@ -58,8 +58,8 @@ pub fn tracked(evaluators: &[Arc<dyn Registered>], name: &str, at: &Snapshot) ->
 /// makes.
 pub fn plan_sync(
     quota: &ResourceQuota,
-    evaluators: &[Arc<dyn Registered>],
-    at: &Snapshot,
+    evaluators: &[Arc<dyn AnyEvaluator>],
+    at: &EvaluatorInputs,
 ) -> QuotaPlan {
     let (computed, problems, errors) = calculate(quota, evaluators, at);
     let status = next_status(quota, &computed);
@@ -79,8 +79,8 @@ type Calculated = (ResourceList, Vec<(&'static str, String)>, Vec<UsageError>);
 /// names drop out (they keep their previous values) and its error is returned.
 fn calculate(
     quota: &ResourceQuota,
-    evaluators: &[Arc<dyn Registered>],
-    at: &Snapshot,
+    evaluators: &[Arc<dyn AnyEvaluator>],
+    at: &EvaluatorInputs,
 ) -> Calculated {
     let ns = quota.namespace().unwrap_or_default();
     let scope = quota_scope(quota);

@@ -1,7 +1,8 @@
 //! The evaluators the controller runs: the typed ones in upstream's registry order
 //! ([`REGISTRY`]), each over the store of its objects and the usage totals kept from it
-//! ([`Typed`]), started where the cluster serves their types. What an evaluator is, and each
-//! type's rules, are in [`super::evaluator`]; the sums in [`super::totals`].
+//! ([`IncrementalEvaluator`]), started where the cluster serves their types. What an
+//! evaluator is, and each type's rules, are in [`super::evaluator`]; the sums in
+//! [`super::totals`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use super::evaluator::persistentvolumeclaims::PersistentVolumeClaims;
 use super::evaluator::pods::Pods;
 use super::evaluator::resourceclaims::ResourceClaims;
 use super::evaluator::services::Services;
-use super::evaluator::{Charge, Evaluator, QuotaGates, Registered, Replenish, Snapshot};
+use super::evaluator::{AnyEvaluator, Charge, Evaluator, EvaluatorInputs, QuotaGates, Replenish};
 use super::scope::QuotaScope;
 use super::totals::Totals;
 use super::usage::Usage;
@@ -39,7 +40,7 @@ pub const REGISTRY: [Entry; 4] = [
 pub struct Entry {
     pub resource: &'static str,
     api_version: &'static str,
-    start: fn(&Informers, QuotaGates) -> Arc<dyn Registered>,
+    start: fn(&Informers, QuotaGates) -> Arc<dyn AnyEvaluator>,
     /// Starts the informers it reads, without the evaluator (a warm standby's).
     warm: fn(&Informers, QuotaGates),
 }
@@ -49,9 +50,9 @@ impl Entry {
         Self {
             resource: E::RESOURCE,
             api_version: E::API_VERSION,
-            start: Typed::<E>::start,
+            start: IncrementalEvaluator::<E>::start,
             warm: |informers, gates| {
-                Typed::<E>::informers(informers, gates);
+                IncrementalEvaluator::<E>::informers(informers, gates);
             },
         }
     }
@@ -77,7 +78,7 @@ pub async fn start(
     client: &Client,
     informers: &Informers,
     gates: QuotaGates,
-) -> Vec<Arc<dyn Registered>> {
+) -> Vec<Arc<dyn AnyEvaluator>> {
     let mut started = Vec::new();
     for entry in &REGISTRY {
         // The core group is always served.
@@ -105,7 +106,7 @@ pub fn over_informers(
     informers: &Informers,
     gates: QuotaGates,
     served: impl Fn(&str) -> bool,
-) -> Vec<Arc<dyn Registered>> {
+) -> Vec<Arc<dyn AnyEvaluator>> {
     REGISTRY
         .iter()
         .filter(|entry| entry.is_core() || served(entry.api_version))
@@ -130,15 +131,16 @@ impl<K: Stored> Objects<K> for Informer<K> {
     }
 }
 
-/// A typed evaluator with its objects: their store, and the usage totals kept from it.
-pub struct Typed<E: Evaluator> {
+/// A typed evaluator run incrementally: over its objects' store, with the usage totals kept
+/// from each of their changes.
+pub struct IncrementalEvaluator<E: Evaluator> {
     evaluator: E,
     store: Arc<dyn Objects<E::Object>>,
     totals: Totals<E::Object, E::Context>,
 }
 
-impl<E: Evaluator> Typed<E> {
-    fn start(informers: &Informers, gates: QuotaGates) -> Arc<dyn Registered> {
+impl<E: Evaluator> IncrementalEvaluator<E> {
+    fn start(informers: &Informers, gates: QuotaGates) -> Arc<dyn AnyEvaluator> {
         let (evaluator, objects) = Self::informers(informers, gates);
         Self::over(evaluator, objects)
     }
@@ -151,7 +153,7 @@ impl<E: Evaluator> Typed<E> {
     }
 
     /// `evaluator` over `store`, its totals empty.
-    pub(crate) fn over(evaluator: E, store: Arc<dyn Objects<E::Object>>) -> Arc<dyn Registered> {
+    pub(crate) fn over(evaluator: E, store: Arc<dyn Objects<E::Object>>) -> Arc<dyn AnyEvaluator> {
         Arc::new(Self {
             evaluator,
             store,
@@ -160,12 +162,12 @@ impl<E: Evaluator> Typed<E> {
     }
 }
 
-impl<E: Evaluator> Registered for Typed<E> {
-    fn matching(&self, names: &[String], at: &Snapshot) -> Vec<String> {
+impl<E: Evaluator> AnyEvaluator for IncrementalEvaluator<E> {
+    fn matching(&self, names: &[String], at: &EvaluatorInputs) -> Vec<String> {
         self.evaluator.matching(names, at)
     }
 
-    fn covers(&self, name: &str, at: &Snapshot) -> bool {
+    fn covers(&self, name: &str, at: &EvaluatorInputs) -> bool {
         self.evaluator.covers(name, at)
     }
 
@@ -174,7 +176,7 @@ impl<E: Evaluator> Registered for Typed<E> {
         namespace: &str,
         scope: &QuotaScope,
         names: &[String],
-        at: &Snapshot,
+        at: &EvaluatorInputs,
     ) -> Result<Usage, UsageError> {
         Ok(self
             .totals
@@ -183,7 +185,7 @@ impl<E: Evaluator> Registered for Typed<E> {
             }))
     }
 
-    fn charges(&self, namespace: &str, scope: &QuotaScope, at: &Snapshot) -> Vec<Charge> {
+    fn charges(&self, namespace: &str, scope: &QuotaScope, at: &EvaluatorInputs) -> Vec<Charge> {
         let objects = self.store.in_namespace(namespace);
         objects
             .iter()
@@ -209,7 +211,7 @@ impl<E: Evaluator> Registered for Typed<E> {
     fn verify(
         &self,
         in_use: &HashMap<String, Vec<QuotaScope>>,
-        at: &Snapshot,
+        at: &EvaluatorInputs,
     ) -> Option<(&'static str, u64)> {
         let drift = self.totals.verify(
             &self.evaluator,
@@ -235,7 +237,7 @@ impl<E: Evaluator> Registered for Typed<E> {
             else {
                 return;
             };
-            let at = Snapshot::new(Time(clock()), &informers);
+            let at = EvaluatorInputs::new(Time(clock()), &informers);
             // Borrowed from the change, which outlives this handler call: no copies per event.
             let (ns, name) = object.place();
             // The totals count what the store holds now.

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use super::evaluator::{Registered, Snapshot};
+use super::evaluator::{AnyEvaluator, EvaluatorInputs};
 use super::plan::{plan_sync, quota_scope};
 use super::scope::QuotaScope;
 use super::{Quota, QuotaError, hard_names, key};
@@ -20,14 +20,14 @@ use crate::lock::lock;
 use crate::runtime::watching::stored::split_key;
 
 impl Quota {
-    pub(super) fn snapshot(&self) -> Snapshot<'_> {
-        Snapshot::new(Time((self.ctx.clock)()), &self.ctx.informers)
+    pub(super) fn inputs(&self) -> EvaluatorInputs<'_> {
+        EvaluatorInputs::new(Time((self.ctx.clock)()), &self.ctx.informers)
     }
 
     /// Every evaluator in registry order: the typed ones, then the object counts.
-    pub(super) fn evaluators(&self) -> Vec<Arc<dyn Registered>> {
+    pub(super) fn evaluators(&self) -> Vec<Arc<dyn AnyEvaluator>> {
         let counts = lock(&self.counters);
-        let counts = counts.values().map(|c| c.clone() as Arc<dyn Registered>);
+        let counts = counts.values().map(|c| c.clone() as Arc<dyn AnyEvaluator>);
         self.typed.iter().cloned().chain(counts).collect()
     }
 
@@ -37,7 +37,7 @@ impl Quota {
             return Ok(());
         };
         self.ensure_counters(hard_names(&quota).iter());
-        let plan = plan_sync(&quota, &self.evaluators(), &self.snapshot());
+        let plan = plan_sync(&quota, &self.evaluators(), &self.inputs());
         let version = quota.resource_version().unwrap_or_default();
         for (reason, problem) in &plan.problems {
             self.bad.report(&quota_key, &version, reason, problem);
@@ -71,7 +71,7 @@ impl Quota {
                 .or_default()
                 .push(quota_scope(&quota));
         }
-        let at = self.snapshot();
+        let at = self.inputs();
         let drift = self.typed.iter().filter_map(|e| e.verify(&in_use, &at));
         for (resource, found) in drift.filter(|(_, n)| *n > 0) {
             tracing::warn!(

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::runtime::watching::stored::{Named, Stored};
 
-use super::evaluator::{Evaluator, Snapshot};
+use super::evaluator::{Evaluator, EvaluatorInputs};
 use super::scope::QuotaScope;
 use super::usage::{ResourceList, Usage, sum_usage};
 use crate::k8s::quantity::{Format, Quantity};
@@ -182,7 +182,7 @@ impl<K: Stored> Namespace<K> {
         &self,
         evaluator: &E,
         scope: QuotaScope,
-        at: &Snapshot,
+        at: &EvaluatorInputs,
     ) -> Entry {
         let mut entry = Entry::new(scope);
         for Named(object) in &self.objects {
@@ -201,7 +201,7 @@ impl<K: Stored> Namespace<K> {
         name: &str,
         object: &K,
         add: bool,
-        at: &Snapshot,
+        at: &EvaluatorInputs,
     ) {
         if evaluator.volatile(object) {
             if add {
@@ -226,7 +226,7 @@ impl<K: Stored> Namespace<K> {
         evaluator: &E,
         entry: &Entry,
         names: &[String],
-        at: &Snapshot,
+        at: &EvaluatorInputs,
     ) -> Option<Usage> {
         if entry.overflow {
             return None;
@@ -267,7 +267,7 @@ impl<K: Stored> Namespace<K> {
         evaluator: &E,
         scope: &QuotaScope,
         names: &[String],
-        at: &Snapshot,
+        at: &EvaluatorInputs,
     ) -> Usage {
         let sorted: BTreeMap<&str, &Arc<K>> =
             self.objects.iter().map(|o| (o.0.place().1, &o.0)).collect();
@@ -312,7 +312,7 @@ impl<K: Stored, C: Clone + PartialEq> Totals<K, C> {
     fn lock<E: Evaluator<Object = K, Context = C>>(
         &self,
         evaluator: &E,
-        at: &Snapshot,
+        at: &EvaluatorInputs,
     ) -> MutexGuard<'_, Inner<K, C>> {
         let mut inner = lock(&self.inner);
         let context = evaluator.context(at);
@@ -330,7 +330,7 @@ impl<K: Stored, C: Clone + PartialEq> Totals<K, C> {
         namespace: &str,
         name: &str,
         current: Option<Arc<K>>,
-        at: &Snapshot,
+        at: &EvaluatorInputs,
     ) {
         let mut inner = self.lock(evaluator, at);
         let Some(ns) = inner.namespaces.get_mut(namespace) else {
@@ -367,7 +367,7 @@ impl<K: Stored, C: Clone + PartialEq> Totals<K, C> {
         namespace: &str,
         scope: &QuotaScope,
         names: &[String],
-        at: &Snapshot,
+        at: &EvaluatorInputs,
         objects: impl FnOnce() -> Vec<Arc<K>>,
     ) -> Usage {
         let mut inner = self.lock(evaluator, at);
@@ -403,7 +403,7 @@ impl<K: Stored, C: Clone + PartialEq> Totals<K, C> {
         evaluator: &E,
         in_use: &HashMap<String, Vec<QuotaScope>>,
         objects: impl Fn(&str) -> Vec<Arc<K>>,
-        at: &Snapshot,
+        at: &EvaluatorInputs,
     ) -> u64 {
         let mut inner = self.lock(evaluator, at);
         inner.namespaces.retain(|ns, _| in_use.contains_key(ns));
@@ -507,8 +507,8 @@ mod tests {
         Time(Timestamp::from_second(1_700_000_000).expect("valid timestamp"))
     }
 
-    fn at() -> Snapshot<'static> {
-        Snapshot::at(now())
+    fn at() -> EvaluatorInputs<'static> {
+        EvaluatorInputs::at(now())
     }
 
     fn strings(names: &[&str]) -> Vec<String> {
@@ -656,7 +656,7 @@ mod tests {
         let names = strings(&["requests.example.com/gpu"]);
         let scope = parse_scope(&[], None);
         let ask = |classes: &ExtendedResourceCache| {
-            let at = Snapshot::with_classes(now(), classes.clone());
+            let at = EvaluatorInputs::with_classes(now(), classes.clone());
             printed(
                 &totals.usage(
                     &ResourceClaims::default(),
@@ -761,20 +761,20 @@ mod tests {
         type Context = ();
         const RESOURCE: &'static str = "pods";
 
-        fn matching(&self, names: &[String], at: &Snapshot) -> Vec<String> {
+        fn matching(&self, names: &[String], at: &EvaluatorInputs) -> Vec<String> {
             self.0.matching(names, at)
         }
         fn matches(&self, pod: &Pod, scope: &QuotaScope) -> bool {
             self.0.matches(pod, scope)
         }
-        fn usage(&self, pod: &Pod, at: &Snapshot) -> Usage {
+        fn usage(&self, pod: &Pod, at: &EvaluatorInputs) -> Usage {
             self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.0.usage(pod, at)
         }
         fn same_charge(&self, old: &Pod, new: &Pod) -> bool {
             self.0.same_charge(old, new)
         }
-        fn update_matters(&self, old: &Pod, new: &Pod, at: &Snapshot) -> bool {
+        fn update_matters(&self, old: &Pod, new: &Pod, at: &EvaluatorInputs) -> bool {
             self.0.update_matters(old, new, at)
         }
     }
@@ -829,7 +829,7 @@ mod tests {
                     "ns",
                     &scope,
                     &names,
-                    &Snapshot::at(t),
+                    &EvaluatorInputs::at(t),
                     || store.clone(),
                 )
                 .list["pods"]

@@ -8,7 +8,7 @@
 //! quota resource names it covers, whether a quota's scopes select an object, what an object
 //! charges, whether that charge can change without a new version of the object (the totals
 //! then evaluate it at each sync, `totals.rs`), and which updates can change usage (the
-//! replenishment filter). The controller sees every evaluator as [`Registered`], in the
+//! replenishment filter). The controller sees every evaluator as [`AnyEvaluator`], in the
 //! registry's order ([`super::registry`]), so it has no per-type code.
 //!
 //! Adding an evaluator for another type: its file here implementing [`Evaluator`], and its
@@ -90,20 +90,20 @@ pub trait Evaluator: Default + Send + Sync + 'static {
     /// controller, so that they sync with the rest.
     fn start_reads(&self, _informers: &Informers) {}
     /// Its context as of `at` (none by default).
-    fn context(&self, _at: &Snapshot) -> Self::Context {
+    fn context(&self, _at: &EvaluatorInputs) -> Self::Context {
         Self::Context::default()
     }
     /// upstream `MatchingResources`: the names of `names` it covers.
-    fn matching(&self, names: &[String], at: &Snapshot) -> Vec<String>;
+    fn matching(&self, names: &[String], at: &EvaluatorInputs) -> Vec<String>;
     /// Whether `matching` keeps `name`: replenishment asks it for every quota of a namespace
     /// at every object change, so the hot evaluators answer without allocating.
-    fn covers(&self, name: &str, at: &Snapshot) -> bool {
+    fn covers(&self, name: &str, at: &EvaluatorInputs) -> bool {
         !self.matching(&[name.to_string()], at).is_empty()
     }
     /// Whether a quota with `scope` charges `object`.
     fn matches(&self, object: &Self::Object, scope: &QuotaScope) -> bool;
     /// upstream `Usage`: what `object` charges.
-    fn usage(&self, object: &Self::Object, at: &Snapshot) -> Usage;
+    fn usage(&self, object: &Self::Object, at: &EvaluatorInputs) -> Usage;
     /// Whether the object's usage may change without a new version of it (clock, other
     /// objects): it is then evaluated at each sync instead of summed.
     fn volatile(&self, _object: &Self::Object) -> bool {
@@ -116,24 +116,25 @@ pub trait Evaluator: Default + Send + Sync + 'static {
         false
     }
     /// Why `usage` charges the object only its count (a terminal pod), for `kcm explain`.
-    fn left_out(&self, _object: &Self::Object, _at: &Snapshot) -> Option<String> {
+    fn left_out(&self, _object: &Self::Object, _at: &EvaluatorInputs) -> Option<String> {
         None
     }
     /// Whether an update may change usage (creations and deletions always may): the
     /// replenishment filter.
-    fn update_matters(&self, old: &Self::Object, new: &Self::Object, at: &Snapshot) -> bool;
+    fn update_matters(&self, old: &Self::Object, new: &Self::Object, at: &EvaluatorInputs) -> bool;
 }
 
-/// What evaluators read besides their own objects, as of one moment: taken once per
-/// computation (a quota sync, an object change, the periodic verification), so all the
-/// evaluators of one computation agree.
-pub struct Snapshot<'a> {
+/// What evaluators read besides their own objects: the time of one computation (a quota
+/// sync, an object change, the periodic verification), so all its evaluators charge as of the
+/// same moment; the device classes, read once on first use; and other types' stores, read
+/// as they stand when asked (no copy is taken).
+pub struct EvaluatorInputs<'a> {
     pub now: Time,
     informers: Option<&'a Informers>,
     classes: OnceCell<ExtendedResourceCache>,
 }
 
-impl<'a> Snapshot<'a> {
+impl<'a> EvaluatorInputs<'a> {
     /// The controller's: other types' stores are read from `informers`, on first use.
     pub fn new(now: Time, informers: &'a Informers) -> Self {
         Self {
@@ -154,9 +155,9 @@ impl<'a> Snapshot<'a> {
 
     #[cfg(test)]
     pub(crate) fn with_classes(now: Time, classes: ExtendedResourceCache) -> Self {
-        let snapshot = Self::at(now);
-        let _ = snapshot.classes.set(classes);
-        snapshot
+        let inputs = Self::at(now);
+        let _ = inputs.classes.set(classes);
+        inputs
     }
 
     /// The device classes' extended resources, for the ResourceClaim evaluator (which starts
@@ -195,15 +196,15 @@ pub struct Charge {
 
 /// Replenishment: the objects of an evaluator in a namespace changed in a way that may
 /// change usage.
-pub type Replenish = Arc<dyn Fn(&str, &dyn Registered, &Snapshot) + Send + Sync>;
+pub type Replenish = Arc<dyn Fn(&str, &dyn AnyEvaluator, &EvaluatorInputs) + Send + Sync>;
 
-/// An evaluator as the controller uses it, typed ([`Typed`](super::registry::Typed)) or an
-/// object count.
-pub trait Registered: Send + Sync {
+/// An evaluator of any kind as the controller runs it: a typed one over its objects
+/// ([`IncrementalEvaluator`](super::registry::IncrementalEvaluator)) or an object count.
+pub trait AnyEvaluator: Send + Sync {
     /// upstream `MatchingResources`: the names of `names` it covers.
-    fn matching(&self, names: &[String], at: &Snapshot) -> Vec<String>;
+    fn matching(&self, names: &[String], at: &EvaluatorInputs) -> Vec<String>;
     /// Whether `matching` keeps `name` (the replenishment filter).
-    fn covers(&self, name: &str, at: &Snapshot) -> bool {
+    fn covers(&self, name: &str, at: &EvaluatorInputs) -> bool {
         !self.matching(&[name.to_string()], at).is_empty()
     }
     /// upstream `UsageStats`: the usage of `names` in `namespace` for quotas with `scope`;
@@ -213,7 +214,7 @@ pub trait Registered: Send + Sync {
         namespace: &str,
         scope: &QuotaScope,
         names: &[String],
-        at: &Snapshot,
+        at: &EvaluatorInputs,
     ) -> Result<Usage, UsageError>;
     /// The periodic check of the incremental totals
     /// ([`Totals::verify`](super::totals::Totals::verify)) for the namespaces and scopes in
@@ -221,7 +222,7 @@ pub trait Registered: Send + Sync {
     fn verify(
         &self,
         _in_use: &HashMap<String, Vec<QuotaScope>>,
-        _at: &Snapshot,
+        _at: &EvaluatorInputs,
     ) -> Option<(&'static str, u64)> {
         None
     }
@@ -232,7 +233,7 @@ pub trait Registered: Send + Sync {
     /// What each object of `namespace` charges a quota with `scope` (`kcm explain`), from the
     /// same `matches` and `usage` its sums are made of. None by default (no objects of its
     /// own: object counts).
-    fn charges(&self, _namespace: &str, _scope: &QuotaScope, _at: &Snapshot) -> Vec<Charge> {
+    fn charges(&self, _namespace: &str, _scope: &QuotaScope, _at: &EvaluatorInputs) -> Vec<Charge> {
         Vec::new()
     }
     /// Watches its objects' changes: they keep the totals, and those that may change usage

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{Registered, Snapshot};
+use super::{AnyEvaluator, EvaluatorInputs};
 use crate::controllers::resourcequota::error::UsageError;
 use crate::controllers::resourcequota::scope::{QuotaScope, unscoped_matches};
 use crate::controllers::resourcequota::usage::{Usage, intersection, one};
@@ -31,8 +31,8 @@ impl ObjectCount {
     }
 }
 
-impl Registered for ObjectCount {
-    fn matching(&self, names: &[String], _: &Snapshot) -> Vec<String> {
+impl AnyEvaluator for ObjectCount {
+    fn matching(&self, names: &[String], _: &EvaluatorInputs) -> Vec<String> {
         object_count_matching(&self.names, names)
     }
 
@@ -45,7 +45,7 @@ impl Registered for ObjectCount {
         namespace: &str,
         scope: &QuotaScope,
         names: &[String],
-        _: &Snapshot,
+        _: &EvaluatorInputs,
     ) -> Result<Usage, UsageError> {
         if !self.listed() {
             return Err(UsageError::CountNotKnown {

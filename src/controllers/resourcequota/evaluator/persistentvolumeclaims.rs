@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
-use super::{Evaluator, Snapshot};
+use super::{Evaluator, EvaluatorInputs};
 use crate::controllers::resourcequota::scope::{QuotaScope, ScopeError, ScopeRequirement};
 use crate::controllers::resourcequota::usage::{Place, ResourceList, Usage, one, parse_list};
 use crate::k8s::quantity::Quantity;
@@ -27,7 +27,7 @@ impl Evaluator for PersistentVolumeClaims {
     type Context = ();
     const RESOURCE: &'static str = PERSISTENT_VOLUME_CLAIMS;
 
-    fn matching(&self, names: &[String], _: &Snapshot) -> Vec<String> {
+    fn matching(&self, names: &[String], _: &EvaluatorInputs) -> Vec<String> {
         pvc_matching(names)
     }
 
@@ -35,7 +35,7 @@ impl Evaluator for PersistentVolumeClaims {
         pvc_matches_scope(pvc, scope)
     }
 
-    fn usage(&self, pvc: &PersistentVolumeClaim, _: &Snapshot) -> Usage {
+    fn usage(&self, pvc: &PersistentVolumeClaim, _: &EvaluatorInputs) -> Usage {
         pvc_usage(pvc)
     }
 
@@ -44,7 +44,7 @@ impl Evaluator for PersistentVolumeClaims {
         &self,
         _: &PersistentVolumeClaim,
         _: &PersistentVolumeClaim,
-        _: &Snapshot,
+        _: &EvaluatorInputs,
     ) -> bool {
         true
     }

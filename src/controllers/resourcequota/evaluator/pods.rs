@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::PodAffinityTerm;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::pod_resources::{ParsedPod, QOS_BEST_EFFORT, pod_qos_class};
-use super::{Evaluator, QuotaGates, Snapshot};
+use super::{Evaluator, EvaluatorInputs, QuotaGates};
 use crate::controllers::resourcequota::names::{
     CPU, HUGEPAGES_PREFIX, MEMORY, REQUESTS_PREFIX, is_dra_extended_resource_name,
     is_extended_resource_name_for_quota,
@@ -65,11 +65,11 @@ impl Evaluator for Pods {
         Self { gates }
     }
 
-    fn matching(&self, names: &[String], _: &Snapshot) -> Vec<String> {
+    fn matching(&self, names: &[String], _: &EvaluatorInputs) -> Vec<String> {
         pod_matching(names)
     }
 
-    fn covers(&self, name: &str, _: &Snapshot) -> bool {
+    fn covers(&self, name: &str, _: &EvaluatorInputs) -> bool {
         pod_covers(name)
     }
 
@@ -77,11 +77,11 @@ impl Evaluator for Pods {
         pod_matches_scope(pod, scope, self.gates)
     }
 
-    fn usage(&self, pod: &Pod, at: &Snapshot) -> Usage {
+    fn usage(&self, pod: &Pod, at: &EvaluatorInputs) -> Usage {
         pod_usage(pod, &at.now, self.gates)
     }
 
-    fn left_out(&self, pod: &Pod, at: &Snapshot) -> Option<String> {
+    fn left_out(&self, pod: &Pod, at: &EvaluatorInputs) -> Option<String> {
         pod_quota_exclusion(pod, &at.now).map(|why| why.to_string())
     }
 
@@ -102,7 +102,7 @@ impl Evaluator for Pods {
     }
 
     /// upstream's DefaultUpdateFilter for pods: usage may have changed.
-    fn update_matters(&self, old: &Pod, new: &Pod, at: &Snapshot) -> bool {
+    fn update_matters(&self, old: &Pod, new: &Pod, at: &EvaluatorInputs) -> bool {
         let same_resources = match (status_resources(old), status_resources(new)) {
             (Some(a), Some(b)) => a.eq(b),
             (a, b) => a.is_none() && b.is_none(),

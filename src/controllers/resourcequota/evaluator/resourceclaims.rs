@@ -10,7 +10,7 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::pods::pod_usage;
-use super::{Evaluator, QuotaGates, Snapshot};
+use super::{Evaluator, EvaluatorInputs, QuotaGates};
 use crate::controllers::resourcequota::names::{
     DEVICE_CLASS_PREFIX, REQUESTS_DEVICE_CLASS_PREFIX, REQUESTS_PREFIX,
     is_extended_resource_name_for_quota,
@@ -49,7 +49,7 @@ impl Default for ResourceClaims {
 impl ResourceClaims {
     /// The device classes' extended resources: none without DRAExtendedResource (the
     /// DeviceClass store is not even read then).
-    fn classes<'s>(&self, at: &'s Snapshot) -> Option<&'s ExtendedResourceCache> {
+    fn classes<'s>(&self, at: &'s EvaluatorInputs) -> Option<&'s ExtendedResourceCache> {
         self.gates.dra_extended_resource.then(|| at.classes())
     }
 }
@@ -64,19 +64,19 @@ impl Evaluator for ResourceClaims {
         Self { gates }
     }
 
-    /// The device classes, read at every computation ([`Snapshot::classes`]).
+    /// The device classes, read at every computation ([`EvaluatorInputs::classes`]).
     fn start_reads(&self, informers: &Informers) {
         if self.gates.dra_extended_resource {
             informers.get::<DeviceClass>();
         }
     }
 
-    fn context(&self, at: &Snapshot) -> ExtendedResourceCache {
+    fn context(&self, at: &EvaluatorInputs) -> ExtendedResourceCache {
         self.classes(at).cloned().unwrap_or_default()
     }
 
     /// With no classes, only the claim count and the devices per class match.
-    fn matching(&self, names: &[String], at: &Snapshot) -> Vec<String> {
+    fn matching(&self, names: &[String], at: &EvaluatorInputs) -> Vec<String> {
         claim_matching(
             names,
             self.classes(at).unwrap_or(&ExtendedResourceCache::new()),
@@ -87,7 +87,7 @@ impl Evaluator for ResourceClaims {
         unscoped_matches(scope)
     }
 
-    fn usage(&self, claim: &ResourceClaim, at: &Snapshot) -> Usage {
+    fn usage(&self, claim: &ResourceClaim, at: &EvaluatorInputs) -> Usage {
         let Some(classes) = self.classes(at) else {
             return claim_usage(
                 claim,
@@ -117,7 +117,7 @@ impl Evaluator for ResourceClaims {
     }
 
     /// Upstream's update filter has no case for claims: only creations and deletions.
-    fn update_matters(&self, _: &ResourceClaim, _: &ResourceClaim, _: &Snapshot) -> bool {
+    fn update_matters(&self, _: &ResourceClaim, _: &ResourceClaim, _: &EvaluatorInputs) -> bool {
         false
     }
 }
@@ -1031,7 +1031,7 @@ mod tests {
             None,
             json!([exactly("req-0", "gpu", "ExactCount", Some(2))]),
         );
-        let at = Snapshot::with_classes(now(), classes);
+        let at = EvaluatorInputs::with_classes(now(), classes);
         let with = ResourceClaims::with_gates(on);
         assert_eq!(with.matching(&names, &at), names);
         assert_eq!(

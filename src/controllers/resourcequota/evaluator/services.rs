@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::Service;
 
-use super::{Evaluator, Snapshot};
+use super::{Evaluator, EvaluatorInputs};
 use crate::controllers::resourcequota::scope::{QuotaScope, unscoped_matches};
 use crate::controllers::resourcequota::usage::{ResourceList, Usage, intersection, one};
 use crate::k8s::quantity::{Format, Quantity};
@@ -30,7 +30,7 @@ impl Evaluator for Services {
     type Context = ();
     const RESOURCE: &'static str = SERVICES;
 
-    fn matching(&self, names: &[String], _: &Snapshot) -> Vec<String> {
+    fn matching(&self, names: &[String], _: &EvaluatorInputs) -> Vec<String> {
         service_matching(names)
     }
 
@@ -38,12 +38,12 @@ impl Evaluator for Services {
         unscoped_matches(scope)
     }
 
-    fn usage(&self, svc: &Service, _: &Snapshot) -> Usage {
+    fn usage(&self, svc: &Service, _: &EvaluatorInputs) -> Usage {
         service_usage(svc)
     }
 
     /// upstream's DefaultUpdateFilter for services: the quota service type changed.
-    fn update_matters(&self, old: &Service, new: &Service, _: &Snapshot) -> bool {
+    fn update_matters(&self, old: &Service, new: &Service, _: &EvaluatorInputs) -> bool {
         quota_service_type(old) != quota_service_type(new)
     }
 }

@@ -34,8 +34,8 @@ use super::super::evaluator::persistentvolumeclaims::PersistentVolumeClaims;
 use super::super::evaluator::pods::Pods;
 use super::super::evaluator::resourceclaims::ResourceClaims;
 use super::super::evaluator::services::Services;
-use super::super::evaluator::{Evaluator, Registered, Snapshot};
-use super::super::registry::{Objects, Typed};
+use super::super::evaluator::{AnyEvaluator, Evaluator, EvaluatorInputs};
+use super::super::registry::{IncrementalEvaluator, Objects};
 use super::super::scope::QuotaScope;
 use super::super::testing::{from, now};
 use super::super::usage::Usage;
@@ -62,8 +62,8 @@ impl<K: Stored> Objects<K> for Listed<K> {
 }
 
 /// The real evaluator `E`, with its real usage totals, over `objects`.
-fn listed<E: Evaluator>(objects: Vec<E::Object>) -> Arc<dyn Registered> {
-    Typed::<E>::over(
+fn listed<E: Evaluator>(objects: Vec<E::Object>) -> Arc<dyn AnyEvaluator> {
+    IncrementalEvaluator::<E>::over(
         E::default(),
         Arc::new(Listed(objects.into_iter().map(Arc::new).collect())),
     )
@@ -72,11 +72,11 @@ fn listed<E: Evaluator>(objects: Vec<E::Object>) -> Arc<dyn Registered> {
 /// An evaluator that covers what `of` covers and cannot compute it yet (upstream's
 /// `errorLister`).
 struct Failing {
-    of: Arc<dyn Registered>,
+    of: Arc<dyn AnyEvaluator>,
 }
 
-impl Registered for Failing {
-    fn matching(&self, names: &[String], at: &Snapshot) -> Vec<String> {
+impl AnyEvaluator for Failing {
+    fn matching(&self, names: &[String], at: &EvaluatorInputs) -> Vec<String> {
         self.of.matching(names, at)
     }
 
@@ -85,7 +85,7 @@ impl Registered for Failing {
         _: &str,
         _: &QuotaScope,
         names: &[String],
-        _: &Snapshot,
+        _: &EvaluatorInputs,
     ) -> Result<Usage, UsageError> {
         Err(UsageError::CountNotKnown {
             names: names.to_vec(),
@@ -99,7 +99,10 @@ impl Registered for Failing {
 
 /// The registry of a case, in upstream's order: the typed evaluators, the pods listed (or
 /// failing), then the object counts.
-fn registry(pods: Option<Vec<Pod>>, counts: Vec<Arc<dyn Registered>>) -> Vec<Arc<dyn Registered>> {
+fn registry(
+    pods: Option<Vec<Pod>>,
+    counts: Vec<Arc<dyn AnyEvaluator>>,
+) -> Vec<Arc<dyn AnyEvaluator>> {
     let pod_evaluator = match pods {
         Some(pods) => listed::<Pods>(pods),
         None => Arc::new(Failing {
@@ -116,7 +119,7 @@ fn registry(pods: Option<Vec<Pod>>, counts: Vec<Arc<dyn Registered>>) -> Vec<Arc
     evaluators
 }
 
-fn configmap_count() -> Arc<dyn Registered> {
+fn configmap_count() -> Arc<dyn AnyEvaluator> {
     Arc::new(ObjectCount::new(
         "",
         "configmaps",
@@ -221,7 +224,7 @@ fn used3(cpu: &str, memory: &str, pods: &str) -> List {
 struct Case {
     name: &'static str,
     quota: ResourceQuota,
-    evaluators: Vec<Arc<dyn Registered>>,
+    evaluators: Vec<Arc<dyn AnyEvaluator>>,
     /// The status written (upstream's `status`); `None`: no update action at all.
     status: Option<(List, List)>,
     /// What the error contains (upstream's `expectedError`); empty: no error.
@@ -238,7 +241,7 @@ fn strings(
 }
 
 fn check(case: Case) {
-    let plan = plan_sync(&case.quota, &case.evaluators, &Snapshot::at(now()));
+    let plan = plan_sync(&case.quota, &case.evaluators, &EvaluatorInputs::at(now()));
     let written = plan
         .status
         .as_ref()
@@ -408,12 +411,12 @@ fn a_status_written_while_a_type_is_not_listed_is_marked_as_the_fix() {
     let plan = plan_sync(
         &quota,
         &registry(None, vec![configmap_count()]),
-        &Snapshot::at(now()),
+        &EvaluatorInputs::at(now()),
     );
     assert!(plan.status.is_some());
     assert_eq!(plan.fix, Some(QUOTAS_KEPT_WHILE_A_TYPE_FAILS));
     let listed = registry(Some(Vec::new()), vec![configmap_count()]);
-    let plan = plan_sync(&quota, &listed, &Snapshot::at(now()));
+    let plan = plan_sync(&quota, &listed, &EvaluatorInputs::at(now()));
     assert!(plan.status.is_some());
     assert_eq!(plan.fix, None);
     let mut written = quota.clone();
@@ -421,7 +424,7 @@ fn a_status_written_while_a_type_is_not_listed_is_marked_as_the_fix() {
     let plan = plan_sync(
         &written,
         &registry(None, vec![configmap_count()]),
-        &Snapshot::at(now()),
+        &EvaluatorInputs::at(now()),
     );
     assert_eq!((plan.status, plan.fix), (None, None));
 }
@@ -473,7 +476,7 @@ fn bad_limits_and_selectors_are_reported_and_still_copied() {
     let plan = plan_sync(
         &quota,
         &registry(Some(test_pods()), Vec::new()),
-        &Snapshot::at(now()),
+        &EvaluatorInputs::at(now()),
     );
     let reasons: Vec<&str> = plan.problems.iter().map(|(reason, _)| *reason).collect();
     assert_eq!(reasons, ["invalid-scope-selector", "invalid-quantity"]);
