@@ -1294,9 +1294,9 @@ fn sync_pod_flapping_resourceclaim_statuses() {
             pod_owner(POD, POD_UID),
         )],
     );
-    // One apply carrying both: the entry recorded before, and the new one. (The v1.36 notes
-    // apply only the new entry; under server-side apply that removes claimA, which this
-    // manager applied earlier. Upstream's newer test expects both.)
+    // One apply carrying both: the entry recorded before, and the new one. (Upstream v1.36's
+    // `syncPod` applies only the new entry; under server-side apply that removes claimA, which
+    // this manager applied earlier. Upstream's newer test expects both.)
     assert_eq!(
         plan.statuses,
         vec![

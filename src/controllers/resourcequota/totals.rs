@@ -40,7 +40,7 @@ use super::usage::{ResourceList, Usage, sum_usage};
 use crate::k8s::quantity::{Format, Quantity};
 use crate::lock::lock;
 
-/// Partial sums by format, added in this order (see the module notes).
+/// Partial sums by format, added in this order (see **Formats** in the module's comment).
 const FORMATS: [Format; 3] = [Format::BinarySI, Format::DecimalSI, Format::DecimalExponent];
 
 /// The sum of one resource name: one exact partial sum per format, in nanounits. A slot
@@ -461,8 +461,8 @@ mod tests {
         text.parse().expect("valid quantity")
     }
 
-    /// Mixed formats add BinarySI first whatever the order they came in, as the module notes
-    /// say; a slot emptied and filled again keeps printing in its own format.
+    /// Mixed formats add BinarySI first whatever the order they came in, as the module's
+    /// comment says; a slot emptied and filled again keeps printing in its own format.
     #[test]
     fn sums_print_binary_si_first_whatever_the_order() {
         let mut forward = Sum::default();

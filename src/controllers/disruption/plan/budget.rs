@@ -199,8 +199,9 @@ pub struct DisruptedPods {
     pub expired: Vec<String>,
 }
 
-/// buildDisruptedPodMap (§3.5 step 5). Entries of pods that are being deleted
-/// or no longer match are dropped silently; `expired` is in `pods` order.
+/// `buildDisruptedPodMap` (`pkg/controller/disruption/disruption.go`): the entries of
+/// `disruptedPods` still waiting for their pod's deletion. Entries of pods that are being
+/// deleted or no longer match are dropped silently; `expired` is in `pods` order.
 pub fn disrupted_pods(
     pods: &[&Pod],
     status: Option<&PodDisruptionBudgetStatus>,
@@ -266,8 +267,9 @@ pub fn pod_health(
     Ok(())
 }
 
-/// countHealthyPods (§3.5 step 6): Ready pods that are neither being deleted
-/// nor recently disrupted. Phase is deliberately ignored, as upstream does.
+/// `countHealthyPods` (`pkg/controller/disruption/disruption.go`): Ready pods that are
+/// neither being deleted nor recently disrupted. Phase is deliberately ignored, as upstream
+/// does.
 pub fn count_healthy(pods: &[&Pod], disrupted: &BTreeMap<String, Time>, now: &Time) -> i32 {
     pods.iter()
         .filter(|pod| pod_health(pod, disrupted, now).is_ok())
@@ -275,8 +277,8 @@ pub fn count_healthy(pods: &[&Pod], disrupted: &BTreeMap<String, Time>, now: &Ti
         .fold(0i32, |n, _| n.wrapping_add(1))
 }
 
-/// updatePdbStatus (§3.5 step 7). `None` when upstream's no-op rule holds;
-/// otherwise the complete status to write with UpdateStatus.
+/// `updatePdbStatus` (`pkg/controller/disruption/disruption.go`). `None` when upstream's
+/// no-op rule holds; otherwise the complete status to write with UpdateStatus.
 pub fn new_status(
     pdb: &PodDisruptionBudget,
     current_healthy: i32,
@@ -357,10 +359,10 @@ fn conditions_up_to_date(status: &PodDisruptionBudgetStatus, generation: i64) ->
     }
 }
 
-/// failSafe (§3.5.4): disruptionsAllowed 0 and DisruptionAllowed=False/SyncFailed
-/// with `message`; counters, disruptedPods and status.observedGeneration stay as
-/// they were. `None` when that would change nothing (upstream writes anyway; the
-/// result on the server is identical).
+/// `failSafe` (`pkg/controller/disruption/disruption.go`): disruptionsAllowed 0 and
+/// DisruptionAllowed=False/SyncFailed with `message`; counters, disruptedPods and
+/// status.observedGeneration stay as they were. `None` when that would change nothing
+/// (upstream writes anyway; the result on the server is identical).
 pub fn fail_safe_status(
     pdb: &PodDisruptionBudget,
     message: &str,
@@ -416,9 +418,9 @@ fn set_status_condition(conditions: &mut Vec<Condition>, new: Condition) -> bool
     changed
 }
 
-/// §3.6 candidate check (nonTerminatingPodHasStaleDisruptionCondition):
-/// `Some(remaining wait)` — zero when the condition is already stale — or
-/// `None` when the pod is not a candidate.
+/// `nonTerminatingPodHasStaleDisruptionCondition` (`pkg/controller/disruption/disruption.go`):
+/// `Some(remaining wait)` — zero when the condition is already stale — or `None` when the pod
+/// is not a candidate.
 pub fn stale_disruption_wait(pod: &Pod, now: &Time) -> Option<Duration> {
     if pod.metadata.deletion_timestamp.is_some() {
         return None;
@@ -449,12 +451,12 @@ pub fn stale_disruption_wait(pod: &Pod, now: &Time) -> Option<Duration> {
     Some(Duration::try_from(wait).unwrap_or(Duration::ZERO))
 }
 
-/// §3.6 step 4 (apipod.UpdatePodCondition): the pod status with the first
-/// DisruptionTarget condition replaced by status False, empty reason/message,
-/// no lastProbeTime, lastTransitionTime `now` (kept if the status was already
-/// False) and observedGeneration = pod generation (PodObservedGenerationTracking
-/// is GA). Appended if absent. Other conditions untouched. It takes the full pod, read
-/// from the API server: the status written back is the whole status.
+/// What `syncStalePodDisruption` (`pkg/controller/disruption/disruption.go`) writes through
+/// `apipod.UpdatePodCondition`: the pod status with the first DisruptionTarget condition
+/// replaced by status False, empty reason/message, no lastProbeTime, lastTransitionTime `now`
+/// (kept if the status was already False) and observedGeneration = pod generation
+/// (PodObservedGenerationTracking is GA). Appended if absent. Other conditions untouched. It
+/// takes the full pod, read from the API server: the status written back is the whole status.
 pub fn cleared_disruption_target(pod: &FullPod, now: &Time) -> PodStatus {
     let mut status = pod.status.clone().unwrap_or_default();
     let mut cond = PodCondition {

@@ -39,7 +39,10 @@ impl Evaluator for PersistentVolumeClaims {
         pvc_usage(pvc)
     }
 
-    /// Upstream's PVC update filter is effectively always true (see the notes).
+    /// Upstream's PVC update filter is effectively always true: `RequiresQuotaReplenish`
+    /// (`pkg/quota/v1/evaluator/core/persistent_volume_claims.go`), with
+    /// RecoverVolumeExpansionFailure on, compares two `Storage()` pointers, which are never
+    /// the same.
     fn update_matters(
         &self,
         _: &PersistentVolumeClaim,
