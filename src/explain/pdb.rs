@@ -11,12 +11,11 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 
 use super::{Difference, ExplainError, Explanation, Reads, Reasons, differences};
-use crate::controllers::disruption::DisruptionError;
 use crate::controllers::disruption::plan::budget::{
     BudgetError, Unhealthy, disrupted_pods, fail_safe_status, needs_controller_scale, pod_health,
     scaled_value,
 };
-use crate::controllers::disruption::plan::{plan_budget, pod_selector};
+use crate::controllers::disruption::plan::{PlanError, plan_budget, pod_selector};
 use crate::controllers::disruption::scale::{
     ControllerScale, ExpectedScale, ScaleError, ScaleFinder,
 };
@@ -80,22 +79,21 @@ fn unhealthy_text(why: &Unhealthy) -> String {
 }
 
 /// What would end a fail-safe status.
-fn ends_when(err: &DisruptionError) -> String {
+fn ends_when(err: &PlanError) -> String {
     match err {
-        DisruptionError::Selector(_) => "spec.selector is a valid label selector".into(),
-        DisruptionError::Scale(ScaleError::NoController { pod }) => format!(
+        PlanError::Selector(_) => "spec.selector is a valid label selector".into(),
+        PlanError::Scale(ScaleError::NoController { pod }) => format!(
             "pod {pod}'s controller exists (or the pod is deleted, or loses its owner reference)"
         ),
-        DisruptionError::Scale(_) => {
+        PlanError::Scale(_) => {
             "the scale of the pods' controller can be read (its /scale subresource)".into()
         }
-        DisruptionError::Budget(BudgetError::BothSet) => {
+        PlanError::Budget(BudgetError::BothSet) => {
             "only one of minAvailable and maxUnavailable is set".into()
         }
-        DisruptionError::Budget(_) => {
+        PlanError::Budget(_) => {
             "minAvailable / maxUnavailable is a valid count or percentage".into()
         }
-        _ => "the next sync succeeds".into(),
     }
 }
 

@@ -1,19 +1,14 @@
 //! Why a PDB sync failed. The text of a failure to compute the status is upstream's, since
 //! it becomes the fail-safe condition's message and an event's.
 
-use super::plan::budget::BudgetError;
-use super::scale::ScaleError;
-use crate::k8s::selector::SelectorError;
+use super::plan::PlanError;
 use crate::runtime::connection::errors::{error_text, is_conflict};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DisruptionError {
+    /// The status cannot be computed: the fail-safe status is written.
     #[error(transparent)]
-    Selector(#[from] SelectorError),
-    #[error(transparent)]
-    Scale(#[from] ScaleError),
-    #[error(transparent)]
-    Budget(#[from] BudgetError),
+    Plan(#[from] PlanError),
     /// Listing the pods from the API server (while the pod store is failing).
     #[error("Failed to get pods: {}", error_text(.0))]
     ListPods(#[source] kube::Error),
@@ -43,9 +38,7 @@ impl DisruptionError {
 
     pub fn metric_label(&self) -> &'static str {
         match self {
-            Self::Selector(_) => "invalid_selector",
-            Self::Scale(_) => "scale",
-            Self::Budget(_) => "invalid_budget",
+            Self::Plan(err) => err.metric_label(),
             Self::ListPods(_) => "list_pods",
             Self::WriteStatus(err) if is_conflict(err) => "conflict",
             Self::WriteStatus(_) => "write_status",

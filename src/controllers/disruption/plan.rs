@@ -12,11 +12,10 @@ use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatu
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Resource, ResourceExt};
 
-use self::budget::{count_healthy, disrupted_pods, expected_and_desired, new_status};
-use super::error::DisruptionError;
+use self::budget::{BudgetError, count_healthy, disrupted_pods, expected_and_desired, new_status};
 use super::messages;
 use super::scale::{ExpectedScale, ScaleError};
-use crate::k8s::selector::{self, Selector};
+use crate::k8s::selector::{self, Selector, SelectorError};
 use crate::k8s::view::Pod;
 use crate::runtime::writing::writer::UpstreamFix;
 
@@ -40,13 +39,35 @@ impl Event {
     }
 }
 
+/// Why a PDB's status cannot be computed; its text, upstream's, becomes the fail-safe
+/// condition's message.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Selector(#[from] SelectorError),
+    #[error(transparent)]
+    Scale(#[from] ScaleError),
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+}
+
+impl PlanError {
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Selector(_) => "invalid_selector",
+            Self::Scale(_) => "scale",
+            Self::Budget(_) => "invalid_budget",
+        }
+    }
+}
+
 /// What one sync of a PDB is to do.
 #[derive(Debug)]
 pub struct BudgetPlan {
     pub events: Vec<Event>,
     /// The status to write (`None`: nothing changed), or why the budget cannot be computed
     /// (the fail-safe status is then written).
-    pub status: Result<Option<PodDisruptionBudgetStatus>, DisruptionError>,
+    pub status: Result<Option<PodDisruptionBudgetStatus>, PlanError>,
     /// When a disrupted-pod entry expires and the PDB must be synced again.
     pub recheck: Option<Duration>,
     /// The fix that makes this status differ from upstream's, if one does.
@@ -54,7 +75,7 @@ pub struct BudgetPlan {
 }
 
 impl BudgetPlan {
-    fn failed(events: Vec<Event>, err: impl Into<DisruptionError>) -> Self {
+    fn failed(events: Vec<Event>, err: impl Into<PlanError>) -> Self {
         Self {
             events,
             status: Err(err.into()),
