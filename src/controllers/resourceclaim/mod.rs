@@ -172,15 +172,6 @@ struct ResourceClaims {
 }
 
 impl ResourceClaims {
-    async fn sync(&self, key: Key) -> Result<(), ControllerError> {
-        match &key {
-            Key::Pod(pod) => sync::sync_pod(self, pod).await,
-            Key::Claim(claim) => sync::sync_claim(self, claim).await,
-            Key::PodGroup(group) => sync::sync_group(self, group).await,
-        }
-        .map_err(ControllerError::from)
-    }
-
     /// The controller over the shared stores, its metrics registered.
     fn new(ctx: &Context, queue: &WorkQueue<Key>) -> Result<Self, ControllerError> {
         let creates = IntCounterVec::new(

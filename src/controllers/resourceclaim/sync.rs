@@ -19,9 +19,23 @@ use super::plan::{
     ClaimStep, Cleanup, Consumer, Fetched, PodPlan, Problem, Reservation, Stores,
     consumers_to_fetch, plan_claim, plan_cleanup, plan_group, plan_pod, plan_reservations,
 };
+use super::{Key, ResourceClaims};
+use crate::controllers::ControllerError;
 use crate::k8s::podgroup::PodGroup;
 use crate::k8s::view::Pod;
 use crate::runtime::watching::stored::{key_of, split_key};
+
+impl ResourceClaims {
+    /// The sync a work item's key names.
+    pub(super) async fn sync(&self, key: Key) -> Result<(), ControllerError> {
+        match &key {
+            Key::Pod(pod) => sync_pod(self, pod).await,
+            Key::Claim(claim) => sync_claim(self, claim).await,
+            Key::PodGroup(group) => sync_group(self, group).await,
+        }
+        .map_err(ControllerError::from)
+    }
+}
 
 /// The writes, reads and reports a plan needs performed.
 pub(super) trait Effects: Stores {
