@@ -448,11 +448,10 @@ mod tests {
 
     use super::*;
     use crate::controllers::resourcequota::evaluator::QuotaGates;
+    use crate::controllers::resourcequota::evaluator::extended_resource_cache::ExtendedResourceCache;
     use crate::controllers::resourcequota::evaluator::persistentvolumeclaims::PersistentVolumeClaims;
     use crate::controllers::resourcequota::evaluator::pods::{Pods, pod_usage};
-    use crate::controllers::resourcequota::evaluator::resourceclaims::{
-        ExtendedResourceCache, ResourceClaims,
-    };
+    use crate::controllers::resourcequota::evaluator::resourceclaims::ResourceClaims;
     use crate::controllers::resourcequota::evaluator::services::Services;
     use crate::controllers::resourcequota::scope::parse_scope;
     use crate::k8s::view::Pod;

@@ -1,7 +1,8 @@
 //! The usage evaluators, one file per kind of object, ported from upstream v1.36
 //! `pkg/quota/v1/evaluator/core` (`pods.go`, `services.go`, `persistent_volume_claims.go`,
 //! `resource_claims.go`) and the helpers they call (`component-helpers/resource`, `qos`,
-//! `extendedresourcecache`), plus the object counts of every other type (`object_count.rs`).
+//! `extendedresourcecache`: `extended_resource_cache.rs`), plus the object counts of every
+//! other type (`object_count.rs`).
 //! What they share is in `usage.rs` (resource lists), `scope.rs` and `names.rs`.
 //!
 //! Each typed evaluator ([`Evaluator`]) holds all of its type's rules in one place: which
@@ -16,6 +17,7 @@
 //! shared informers list and watch), and a [`Stored`] impl if no controller stores the type
 //! yet.
 
+pub mod extended_resource_cache;
 pub mod object_count;
 pub mod persistentvolumeclaims;
 pub mod pod_resources;
@@ -30,7 +32,7 @@ use std::sync::Arc;
 use k8s_openapi::api::resource::v1::DeviceClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use self::resourceclaims::ExtendedResourceCache;
+use self::extended_resource_cache::ExtendedResourceCache;
 use super::error::UsageError;
 use super::scope::QuotaScope;
 use super::usage::Usage;
