@@ -11,7 +11,7 @@
 //! priority classes to exist).
 //!
 //! Not run here — a server cannot reproduce them faithfully; they are ported as unit tests of
-//! the planning code instead (src/controllers/resourcequota/plan_tests.rs), with an evaluator
+//! the planning code instead (src/controllers/resourcequota/plan/tests.rs), with an evaluator
 //! whose usage fails:
 //! - `quota-missing-status-with-calculation-error` and
 //!   `quota-missing-status-with-partial-calculation-error`: upstream gives the pod evaluator a
