@@ -1,6 +1,6 @@
 //! The storage-version garbage collector's effects: each lane's sync looks up the identity
-//! leases on the API server (not the store, as upstream) and writes the StorageVersion's
-//! outcome.
+//! leases on the API server, as upstream does (not in the store), and writes the
+//! StorageVersion's outcome.
 
 use std::collections::HashSet;
 
