@@ -35,17 +35,6 @@ impl DisruptionError {
     pub fn is_conflict(&self) -> bool {
         matches!(self, Self::WriteStatus(err) if is_conflict(err))
     }
-
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Self::Plan(err) => err.metric_label(),
-            Self::ListPods(_) => "list_pods",
-            Self::WriteStatus(err) if is_conflict(err) => "conflict",
-            Self::WriteStatus(_) => "write_status",
-            Self::FailSafe(_) => "write_fail_safe_status",
-            Self::ClearCondition { .. } => "clear_condition",
-        }
-    }
 }
 
 #[cfg(test)]
@@ -58,10 +47,8 @@ mod tests {
         let conflict = DisruptionError::WriteStatus(api_error(409, "modified"));
         assert!(conflict.is_conflict());
         assert_eq!(conflict.to_string(), "modified");
-        assert_eq!(conflict.metric_label(), "conflict");
         let failed = DisruptionError::WriteStatus(api_error(500, "etcd down"));
         assert!(!failed.is_conflict());
-        assert_eq!(failed.metric_label(), "write_status");
         let listing = DisruptionError::ListPods(api_error(500, "etcd down"));
         assert!(!listing.is_conflict());
         assert_eq!(listing.to_string(), "Failed to get pods: etcd down");

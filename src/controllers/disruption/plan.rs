@@ -51,16 +51,6 @@ pub enum PlanError {
     Budget(#[from] BudgetError),
 }
 
-impl PlanError {
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Self::Selector(_) => "invalid_selector",
-            Self::Scale(_) => "scale",
-            Self::Budget(_) => "invalid_budget",
-        }
-    }
-}
-
 /// What one sync of a PDB is to do.
 #[derive(Debug)]
 pub struct BudgetPlan {

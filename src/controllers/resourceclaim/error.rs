@@ -101,39 +101,13 @@ pub enum ClaimError {
     Several(Vec<ClaimError>),
 }
 
-impl ClaimError {
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Self::Resolve(_) => "unresolved_claim",
-            Self::NotForPod(_) => "claim_not_for_pod",
-            Self::Template(_) => "template_refused",
-            Self::Bind(_) => "unsupported_claim",
-            Self::GetPodGroup { .. } => "podgroup_not_found",
-            Self::GetGroup { .. } => "get_podgroup",
-            Self::RecordGroupStatuses { .. } => "record_claim_statuses",
-            Self::TemplateNotFound(_) => "template_not_found",
-            Self::Create(_) => "create_claim",
-            Self::RecordStatuses { .. } => "record_claim_statuses",
-            Self::Reserve { .. } => "reserve_claim",
-            Self::GetPod { .. } => "get_pod",
-            Self::WriteStatus { .. } => "write_claim_status",
-            Self::RemoveFinalizer { .. } => "remove_finalizer",
-            Self::Delete { .. } => "delete_claim",
-            Self::PodClaim { source, .. } | Self::GroupClaim { source, .. } => {
-                source.metric_label()
-            }
-            Self::Several(all) => all.first().map_or("unknown", Self::metric_label),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::runtime::connection::errors::api_error;
 
     #[test]
-    fn a_pod_claim_failure_reads_as_upstream_and_is_labelled_by_its_cause() {
+    fn a_pod_claim_failure_reads_as_upstream() {
         let create = ClaimError::PodClaim {
             pod: "ns/p".into(),
             pod_claim: "gpu".into(),
@@ -151,13 +125,11 @@ mod tests {
              pod ns/p, PodResourceClaim fpga: resource claim template \"t\": \
              resourceclaimtemplate.resource.k8s.io \"t\" not found"
         );
-        assert_eq!(both.metric_label(), "create_claim");
         let unresolved = ClaimError::from(ResolveError::NotCreatedYet { pod: "ns/p".into() });
         assert_eq!(
             unresolved.to_string(),
             "pod \"ns/p\": ResourceClaim not created yet"
         );
-        assert_eq!(unresolved.metric_label(), "unresolved_claim");
         // The request error stays reachable as the cause.
         let create = ClaimError::Create(api_error(500, "boom"));
         let source = std::error::Error::source(&create);

@@ -21,16 +21,6 @@ pub enum QuotaError {
     Several(Vec<QuotaError>),
 }
 
-impl QuotaError {
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Self::Usage(UsageError::CountNotKnown { .. }) => "count_not_known",
-            Self::WriteStatus(_) => "write_status",
-            Self::Several(all) => all.first().map_or("unknown", Self::metric_label),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,6 +41,5 @@ mod tests {
                 kube::Error::LinesCodecMaxLineLengthExceeded
             )
         );
-        assert_eq!(err.metric_label(), "count_not_known");
     }
 }

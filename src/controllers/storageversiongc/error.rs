@@ -16,13 +16,3 @@ pub enum GcError {
     #[error("{}", joined(.0))]
     Several(Vec<GcError>),
 }
-
-impl GcError {
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Self::Api(_) => "api",
-            Self::StorageVersion { source, .. } => source.metric_label(),
-            Self::Several(all) => all.first().map_or("unknown", Self::metric_label),
-        }
-    }
-}
