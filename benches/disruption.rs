@@ -13,7 +13,8 @@ use kube_testserver::TestServer;
 use serde_json::json;
 
 mod common;
-use common::{latency_summary, spawn_kcm, usage};
+use common::{latency_summary, spawn_kcm};
+use kcm_testsupport::proc::usage;
 
 const NAMESPACES: usize = 100;
 const PDBS_PER_NS: usize = 10;

@@ -1,4 +1,4 @@
-//! What a drain costs on the living cluster (tests/common/living.rs: kube-apiserver v1.36,
+//! What a drain costs on the living cluster (kcm_testsupport::living: kube-apiserver v1.36,
 //! kube-scheduler, upstream's workload controllers, `kcm-nodesim`'s kubelets), with upstream's
 //! five controllers and then kcm's in the same run. The cluster first holds `KCM_DRAIN_PODS`
 //! background pods (default 10 000; 100 a namespace, one `minAvailable: 1` PDB over each
@@ -12,14 +12,9 @@
 //!
 //! `cargo bench --profile dev --bench drain`; `KCM_BIN=target/release/kcm` measures a release
 //! build of kcm (else the kcm binary of the bench's profile). Needs the real control plane's
-//! binaries (tests/common/envtest.rs); without them it says what is missing and stops.
+//! binaries (kcm_testsupport::envtest); without them it says what is missing and stops.
 
 mod common;
-// The tests' helpers load proc.rs, agent.rs and envtest.rs again beside benches/common's
-// copies: separate modules, and nothing passes between the two.
-#[allow(clippy::duplicate_mod)]
-#[path = "../tests/common/mod.rs"]
-mod harness;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -27,11 +22,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
-use harness::living::{self, LivingCluster, POOL, Side};
-use harness::{Kcm, eventually};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kcm_testsupport::living::{self, LivingCluster, POOL, Side};
+use kcm_testsupport::proc::usage;
+use kcm_testsupport::{Kcm, eventually};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -257,7 +253,7 @@ async fn measure(
         .await;
     let lag_drain = lags.summary();
     drop(lags);
-    let (cpu, peak) = common::usage(five.pid());
+    let (cpu, peak) = usage(five.pid());
     pool.remove().await;
     drop(five);
     Figures {

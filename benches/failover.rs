@@ -23,9 +23,11 @@ use std::time::{Duration, Instant};
 use kube_testserver::{RequestRecord, ResourceType, TestServer};
 
 mod common;
-use common::agent::identity;
+use common::rss_mib;
 use common::world::{Checker, Model, chosen_size, converge, resource_type, secs, seeded_server};
-use common::{free_port, rss_mib, usage};
+use kcm_testsupport::agent::identity;
+use kcm_testsupport::free_port;
+use kcm_testsupport::proc::usage;
 
 /// One kcm replica with leader election on, killed when dropped.
 struct Replica {

@@ -27,7 +27,9 @@ use kube_testserver::TestServer;
 use serde_json::json;
 
 mod common;
-use common::{free_port, metric_by_label, rss_mib, usage};
+use common::{metric_by_label, rss_mib};
+use kcm_testsupport::free_port;
+use kcm_testsupport::proc::usage;
 
 /// A cluster to start kcm against.
 struct World {

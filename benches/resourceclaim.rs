@@ -15,7 +15,8 @@ use kube_testserver::TestServer;
 use serde_json::json;
 
 mod common;
-use common::{spawn_kcm, usage};
+use common::spawn_kcm;
+use kcm_testsupport::proc::usage;
 
 const PODS: usize = 5_000;
 const QPS: u32 = 500;

@@ -19,7 +19,8 @@ use kube_testserver::TestServer;
 use serde_json::json;
 
 mod common;
-use common::{latency_summary, spawn_kcm, usage};
+use common::{latency_summary, spawn_kcm};
+use kcm_testsupport::proc::usage;
 
 const NAMESPACES: usize = 100;
 const QUOTAS_PER_NS: usize = 10;

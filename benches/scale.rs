@@ -45,12 +45,15 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kcm_testsupport::envtest::{self, ControlPlane};
 use kube_testserver::TestServer;
 
 mod common;
-use common::real::{self, envtest::ControlPlane};
+use common::real;
 use common::world::{Model, Size, chosen_size, converge, secs, seeded_server};
-use common::{free_port, metric_by_label, rss_mib, usage};
+use common::{metric_by_label, rss_mib};
+use kcm_testsupport::free_port;
+use kcm_testsupport::proc::usage;
 
 /// The kcm process, killed when the bench ends however it ends.
 struct Kcm {
@@ -482,7 +485,7 @@ fn less_idle(cpu: f64, idle_rate: f64, window: Duration) -> String {
 
 /// `KCM_BENCH_REAL=1`: see the module doc.
 async fn real_control_plane(size: Size, timeout: Duration) {
-    let Some(assets) = real::envtest::assets() else {
+    let Some(assets) = envtest::assets() else {
         panic!(
             "KCM_BENCH_REAL needs a real control plane (KUBEBUILDER_ASSETS or setup-envtest's store)"
         );

@@ -12,7 +12,8 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube_testserver::TestServer;
 
 mod common;
-use common::{spawn_kcm, usage};
+use common::spawn_kcm;
+use kcm_testsupport::proc::usage;
 use serde_json::json;
 
 const NODES: usize = 5_000;

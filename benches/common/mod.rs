@@ -1,11 +1,6 @@
 //! Helpers shared by the benchmarks.
 #![allow(dead_code)]
 
-#[path = "../../tests/common/proc.rs"]
-mod proc;
-pub use proc::usage;
-#[path = "../../tests/common/agent.rs"]
-pub mod agent;
 pub mod real;
 pub mod world;
 
@@ -34,14 +29,6 @@ pub fn rss_mib(pid: u32) -> f64 {
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse::<f64>().ok())
         .map_or(0.0, |kib| kib / 1024.0)
-}
-
-/// A loopback port nothing listens on right now, for a subprocess's `--port`.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
 }
 
 /// Sums of the samples of a Prometheus text exposition's family `name`, grouped by the value

@@ -1,5 +1,5 @@
 //! The scale bench's world on a real control plane (etcd and kube-apiserver from
-//! `KUBEBUILDER_ASSETS`, see `tests/common/envtest.rs`): seeded, checked and churned through
+//! `KUBEBUILDER_ASSETS`, see kcm_testsupport::envtest): seeded, checked and churned through
 //! the API, so the API server's own CPU and memory can be measured while a controller manager
 //! (kcm, or upstream's kube-controller-manager) converges on it.
 
@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kcm_testsupport::envtest;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -19,9 +20,6 @@ use super::world::{
     Model, PodModel, TTL_ANNOTATION, expected_ttl, node_json, node_name, ns_name, pdb_json,
     pod_json, quota_json, secs,
 };
-
-#[path = "../../tests/common/envtest.rs"]
-pub mod envtest;
 
 /// Requests in flight while seeding and churning.
 const IN_FLIGHT: usize = 32;

@@ -4,15 +4,12 @@
 //! `StorageVersionAPI` gate, a service-account key pair (TokenRequest works), a serving
 //! certificate and an admin client certificate (`system:masters`), and a kubeconfig file.
 //!
-//! Self-contained (no other test module) so that benchmarks can include it with `#[path]`.
-//!
 //! Nothing outlives the process that started it, even when a test panics or the process is
 //! killed: `unsafe` is forbidden, so no `prctl(PR_SET_PDEATHSIG)` in a `pre_exec`. Instead etcd,
 //! kube-apiserver (and whatever [`ControlPlane::command`] starts) share one process group, and a
 //! watchdog shell reads a pipe whose only writer is this process: when the pipe closes (this
 //! process is gone, however it ended) the watchdog kills the group and removes the temporary
 //! directory.
-#![allow(dead_code)]
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;

@@ -1,7 +1,8 @@
-//! Helpers for kcm's integration tests: the real binary as a subprocess, raw HTTP, polling.
-#![allow(dead_code, unused_imports)]
+//! What kcm's tests and benchmarks share: the real binary as a subprocess, kcm in-process
+//! against kube-testserver, raw HTTP, polling; a real control plane ([`envtest`]), the living
+//! cluster on it ([`living`]), RBAC fixtures ([`rbac`]), process costs ([`proc`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,29 @@ pub mod rbac;
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
 pub use kube_testserver::testing::{eventually, eventually_some};
+
+/// The kcm binary cargo built for the running test or bench: `CARGO_BIN_EXE_kcm` as cargo
+/// sets it when it runs them, else `kcm` in the profile's folder, the parent of the `deps/`
+/// folder holding this executable (a test binary run by hand).
+pub fn kcm_binary() -> PathBuf {
+    std::env::var_os("CARGO_BIN_EXE_kcm")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let exe = std::env::current_exe().expect("the running executable's path");
+            exe.parent()
+                .and_then(Path::parent)
+                .expect("an executable in target/<profile>/deps")
+                .join("kcm")
+        })
+}
+
+/// A file of the repository, by its path from the repository's root (this crate's parent).
+pub fn repo_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("testsupport/ sits in the repository's root")
+        .join(relative)
+}
 
 /// A port that was free a moment ago, for kcm's HTTP listener.
 pub fn free_port() -> u16 {
@@ -61,12 +85,7 @@ pub const FAST_LEASE: [&str; 3] = [
 impl Kcm {
     pub fn start(kubeconfig: &Path, extra: &[&str]) -> Self {
         let log = tempfile::NamedTempFile::new().expect("a log file");
-        Self::start_with(
-            Command::new(env!("CARGO_BIN_EXE_kcm")),
-            log,
-            kubeconfig,
-            extra,
-        )
+        Self::start_with(Command::new(kcm_binary()), log, kubeconfig, extra)
     }
 
     /// As [`Kcm::start`], with `command` naming the binary (and e.g. its process group) and

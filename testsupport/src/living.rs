@@ -14,8 +14,8 @@ use std::process::{Child, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use super::envtest::{self, ControlPlane};
-use super::{FAST_LEASE, Kcm};
+use crate::envtest::{self, ControlPlane};
+use crate::{FAST_LEASE, Kcm, kcm_binary};
 
 /// The five controllers' names, as upstream's `--controllers` spells them.
 pub const FIVE: &str = "resourcequota-controller,disruption-controller,ttl-controller,\
@@ -224,7 +224,7 @@ impl Five {
                 Process::Upstream(child, log)
             }
             Side::Kcm => Process::Kcm(Kcm::start_with(
-                plane.command(env!("CARGO_BIN_EXE_kcm")),
+                plane.command(kcm_binary()),
                 plane.log_file(),
                 &plane.kubeconfig,
                 &args,

@@ -1,18 +1,16 @@
 //! RBAC fixtures: upstream's bootstrap roles (tests/data) and deploy/'s roles as
 //! `kubectl kustomize` collects them, loaded into kube-testserver.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube_testserver::TestServer;
 use serde::Deserialize;
 use serde_json::Value;
 
-pub const BOOTSTRAP: &str = "tests/data/bootstrap-rbac-v1.36.2.yaml";
+use crate::repo_path;
 
-pub fn repo_path(relative: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
-}
+pub const BOOTSTRAP: &str = "tests/data/bootstrap-rbac-v1.36.2.yaml";
 
 /// The documents of a (multi-document) YAML file, empty ones left out.
 pub fn yaml_documents(path: &Path) -> Vec<Value> {
