@@ -2,10 +2,11 @@
 //! in-process kube-testserver, kcm's five controllers running against it (the library, as
 //! the binary runs it), kcm-nodesim playing the kubelets of the nodes the pods run on, a
 //! script of churn ending in a node drain, and the table of what kcm keeps true.
-//! `tests/demo.rs` includes this file and checks the table the script ends with.
+//! Its tests play the script and check the table it ends with.
 
-#[path = "drain.rs"]
 pub mod drain;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -2,15 +2,9 @@
 //! and shows what kcm's five controllers computed, value for value, the events they recorded,
 //! and a drain that PDB shop/web holds until the web pods are Ready again.
 
-mod common;
-
-#[allow(dead_code)]
-#[path = "../try/src/demo.rs"]
-mod demo;
-
 use std::time::Duration;
 
-use demo::{Note, SCRIPT, Step};
+use super::{Demo, Note, SCRIPT, Step};
 
 /// Quiet time before a state counts as settled, as the batch mode uses.
 const QUIET: Duration = Duration::from_secs(3);
@@ -20,7 +14,7 @@ const REFUSAL: &str = "Cannot evict pod as it would violate the pod's disruption
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_batch_script_drains_a_node_once_its_budget_allows_and_ends_with_the_computed_table() {
-    let demo = demo::Demo::start(common::free_port())
+    let demo = Demo::start(crate::free_port(0).expect("a free port"))
         .await
         .expect("the demo starts");
     let mut steps = Vec::new();
@@ -193,7 +187,7 @@ fn expected_events() -> Vec<EventRow> {
 
 /// The Events kcm recorded, once each, polled until they are the expected ones (the
 /// recorder writes them in the background) or the deadline passes.
-async fn demo_events(demo: &demo::Demo) -> Vec<EventRow> {
+async fn demo_events(demo: &Demo) -> Vec<EventRow> {
     let kubeconfig = kube::config::Kubeconfig::read_from(demo.kubeconfig()).expect("kubeconfig");
     let options = kube::config::KubeConfigOptions::default();
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
