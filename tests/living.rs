@@ -1,26 +1,26 @@
-//! Scenarios of a living cluster (tests/common/living.rs): pods that run, `kubectl drain`,
+//! Scenarios of a living cluster (kcm_testsupport::living): pods that run, `kubectl drain`,
 //! evictions, a rollout and Jobs, on kube-apiserver v1.36 with upstream's scheduler and
 //! workload controllers and `kcm-nodesim`'s kubelets. Each scenario runs twice, once with
 //! upstream's five controllers and once with kcm's, and asserts the same outcome for both (the
 //! same refusals and final statuses) as well as the outcome itself, so it fails when either
 //! side breaks.
 //!
-//! Without the binaries (tests/common/envtest.rs) every test says it skipped.
-
-mod common;
+//! Without the binaries (kcm_testsupport::envtest) every test says it skipped. A test binary
+//! of its own: the scheduler and workload controllers it starts act on every object of the
+//! control plane, so no other test shares it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::eventually;
-use common::living::{self, LEASE_RENEW, LivingCluster, POOL, Side};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kcm_testsupport::eventually;
+use kcm_testsupport::living::{self, LEASE_RENEW, LivingCluster, POOL, Side};
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -780,7 +780,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    common::eventually_some(what, DEADLINE, check).await
+    kcm_testsupport::eventually_some(what, DEADLINE, check).await
 }
 
 #[derive(Debug, PartialEq)]

@@ -1,11 +1,9 @@
 //! The command line: every flag with its default in --help, and bad input → exit 1 (upstream's code).
 
-mod common;
-
 use std::process::Command;
 
-use common::{DEADLINE, Kcm, eventually};
 use k8s_openapi::api::core::v1::Node;
+use kcm_testsupport::{DEADLINE, Kcm, eventually};
 use kube::api::{Api, PostParams};
 use kube_testserver::TestServer;
 
@@ -138,7 +136,7 @@ struct UpstreamFlag {
 }
 
 fn upstream_flags() -> Vec<UpstreamFlag> {
-    let table = include_str!("data/upstream-flags.md");
+    let table = include_str!("../data/upstream-flags.md");
     let flags: Vec<UpstreamFlag> = table
         .lines()
         .filter_map(|line| {
@@ -629,7 +627,7 @@ fn version_takes_upstreams_values() {
 #[test]
 fn every_listed_gate_is_known_with_its_stage_and_default() {
     use kcm::features::{FeatureGates, GATES, Stage};
-    let listed: Vec<(&str, Stage, bool)> = include_str!("data/upstream-flags.md")
+    let listed: Vec<(&str, Stage, bool)> = include_str!("../data/upstream-flags.md")
         .lines()
         .filter_map(|line| {
             let cells: Vec<&str> = line.split('|').map(str::trim).collect();

@@ -1,14 +1,12 @@
 //! The client layer against kube-testserver: one token bucket per client, as upstream.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::{DEADLINE, InProcess, eventually};
 use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kcm::runtime::connection::client::{Clients, load_config};
 use kcm::runtime::metrics::Metrics;
+use kcm_testsupport::{DEADLINE, InProcess, eventually};
 use kube::api::{Api, PostParams};
 use kube_testserver::{Fault, TestServer};
 use serde_json::json;

@@ -1,11 +1,9 @@
 //! Object counts of any resource (a registered custom type here) from metadata-only watches.
 
-mod common;
-
-use common::{DEADLINE, eventually};
 use kcm::runtime::metrics::Metrics;
 use kcm::runtime::watching::counter::{CountChange, ObjectCounter};
 use kcm::runtime::watching::listwatch::InitialList;
+use kcm_testsupport::{DEADLINE, eventually};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube_testserver::{Fault, ResourceType, TestServer};
 use serde_json::json;

@@ -3,7 +3,7 @@
 //! only metric families kcm exports, scoped to `job="$job"`, and every query parses, checked
 //! by `promtool check rules` on a rule file made of them.
 
-mod prom;
+use crate::prom;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -6,18 +6,16 @@
 //! bootstrap roles, its one Role is all it needs. With kubectl installed, `kubectl kustomize`
 //! builds the three variants and `kubectl apply --dry-run=client -k` passes.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use common::rbac::{bootstrap, load, yaml_documents};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use kcm::controllers::list::CONTROLLERS;
 use kcm::runtime::rbac::{grants, read_only};
+use kcm_testsupport::rbac::{bootstrap, load, yaml_documents};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
 use kube_testserver::{ResourceType, TestServer};

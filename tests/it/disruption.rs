@@ -1,14 +1,12 @@
 //! disruption-controller against kube-testserver: PDB status as upstream computes it, the
 //! fail-safe on every error, disrupted-pod expiry, stale DisruptionTarget conditions.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{DEADLINE, InProcess, eventually};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 use k8s_openapi::jiff::Timestamp;
+use kcm_testsupport::{DEADLINE, InProcess, eventually};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube_testserver::{Fault, ResourceType, TestServer};
 use serde_json::{Value, json};

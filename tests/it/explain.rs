@@ -3,17 +3,15 @@
 //! shown out of sync with the field; from the command line (`kcm explain`, `kubectl-kcm`) and
 //! from the running kcm (`/debug/explain/…`).
 
-mod common;
-
 use std::path::Path;
 
-use common::{DEADLINE, InProcess, eventually, http_get};
 use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::ResourceClaim;
+use kcm_testsupport::{DEADLINE, InProcess, eventually, http_get};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use kube_testserver::{Fault, TestServer};

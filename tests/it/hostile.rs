@@ -46,15 +46,13 @@
 //! The server's garbage collector is off: forged owner references stay in place, so what
 //! happens to their objects is kcm's doing alone.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
-use common::{DEADLINE, InProcess, http_get};
 use k8s_openapi::api::core::v1::Event;
+use kcm_testsupport::{DEADLINE, InProcess, http_get};
 use kube::api::{Api, ListParams};
 use kube_testserver::{Options, TestServer};
 use serde::Deserialize;

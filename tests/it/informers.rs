@@ -2,9 +2,6 @@
 //! delivered even when only a relist reveals them, and the initial state streamed (gate
 //! `WatchListClient`) with a fallback to a paginated LIST when the server refuses.
 
-mod common;
-
-use common::{DEADLINE, eventually};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kcm::k8s::view::Pod as PodView;
@@ -13,6 +10,7 @@ use kcm::runtime::protobuf::ContentType;
 use kcm::runtime::watching::informer::{Change, Informers};
 use kcm::runtime::watching::listwatch::InitialList;
 use kcm::runtime::watching::stored::NodeMeta;
+use kcm_testsupport::{DEADLINE, eventually};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube_testserver::{Fault, Options, RequestRecord, TestServer};

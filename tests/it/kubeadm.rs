@@ -3,13 +3,11 @@
 //! and converges, with only `--controllers` narrowed to kcm's five and the `/etc/kubernetes/`
 //! files moved into a temporary directory.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{DEADLINE, eventually, free_port};
 use k8s_openapi::api::core::v1::Node;
+use kcm_testsupport::{DEADLINE, eventually, free_port};
 use kube::api::{Api, PostParams};
 use kube_testserver::TestServer;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
@@ -24,7 +22,7 @@ fn kubeadm_flags() -> Vec<String> {
     struct Container {
         command: Vec<String>,
     }
-    let text = include_str!("data/kubeadm-v1.36-kube-controller-manager.yaml");
+    let text = include_str!("../data/kubeadm-v1.36-kube-controller-manager.yaml");
     let container: Container = serde_yaml_ng::from_str(text).expect("the manifest parses");
     assert_eq!(container.command[0], "kube-controller-manager");
     container.command[1..].to_vec()

@@ -1,14 +1,12 @@
 //! The kcm binary as an operator runs it: readiness, metrics, leader election, SIGTERM, and
 //! the retry curve under API failures.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{DEADLINE, FAST_LEASE, Kcm, eventually};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
+use kcm_testsupport::{DEADLINE, FAST_LEASE, Kcm, eventually};
 use kube::api::{Api, PostParams};
 use kube_testserver::{Fault, TestServer};
 use serde_json::json;
@@ -298,7 +296,7 @@ fn json_lines(log: &str) -> Vec<serde_json::Value> {
 /// and checks what the operator reads: the server's address and the cause, once, then the
 /// summary; no line from kube's client; a bounded number of lines in all.
 async fn unreachable_is_one_outage(args: &[&str]) {
-    let (port, _dir, kubeconfig) = common::kubeconfig_for_a_closed_port();
+    let (port, _dir, kubeconfig) = kcm_testsupport::kubeconfig_for_a_closed_port();
     let server = format!("http://127.0.0.1:{port}");
     let mut all = vec!["--log-format=json"];
     all.extend(args);

@@ -1,7 +1,7 @@
 //! Prometheus's own binaries, `promtool` and `prometheus`, for the tests that check kcm's
 //! monitoring with them. Debian's `prometheus` package ships both. Those tests are
 //! `#[ignore]`d, so `cargo test` reports them as ignored with the reason rather than as
-//! passed; `cargo test --workspace --test prometheus --test dashboard -- --ignored` runs them
+//! passed; `cargo test --workspace --test it -- --ignored prometheus:: dashboard::` runs them
 //! (`.ci/run` does), and there a missing binary fails the test.
 
 use std::path::{Path, PathBuf};

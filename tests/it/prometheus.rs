@@ -4,16 +4,15 @@
 //! (tests/data/prometheus/alerts-test.yaml), and the real `prometheus` binary scraping a kcm
 //! that runs against kube-testserver, which proves the exposition format on its consumer.
 
-mod common;
-mod prom;
+use crate::prom;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{FAST_LEASE, Kcm};
 use k8s_openapi::api::core::v1::Node;
+use kcm_testsupport::{FAST_LEASE, Kcm};
 use kube::api::{Api, PostParams};
 use kube_testserver::TestServer;
 use serde::Deserialize;
@@ -149,7 +148,7 @@ impl Prometheus {
         let config_file = dir.path().join("prometheus.yml");
         std::fs::write(&config_file, serde_yaml_ng::to_string(&config).unwrap()).unwrap();
         let log = dir.path().join("prometheus.log");
-        let port = common::free_port();
+        let port = kcm_testsupport::free_port();
         let child = Command::new(binary)
             .arg(format!("--config.file={}", config_file.display()))
             .arg(format!(
@@ -248,7 +247,7 @@ async fn a_real_prometheus_scrapes_kcm_and_answers_for_its_metrics() {
     let token_file = token_dir.path().join("token");
     std::fs::write(&token_file, "prometheus-token").unwrap();
     let kubeconfig = server.kubeconfig_path().display().to_string();
-    let secure_port = common::free_port();
+    let secure_port = kcm_testsupport::free_port();
     let serving = [
         // The harness already binds to 127.0.0.1 and serves plain HTTP on its own port.
         format!("--secure-port={secure_port}"),

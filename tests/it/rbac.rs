@@ -4,18 +4,17 @@
 //! `--use-service-account-credentials` and only the bootstrap roles (plus deploy/control-plane's
 //! lease Role), and with deploy/'s own roles. Every request kcm makes must be allowed.
 
-mod common;
-
 use std::time::Duration;
 
-use common::rbac::{bootstrap, kustomize, load, rbac_objects, repo_path, role_rules};
-use common::{DEADLINE, FAST_LEASE, InProcess, Kcm, eventually};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kcm::controllers::list::CONTROLLERS;
 use kcm::runtime::connection::client::{Clients, load_config};
 use kcm::runtime::connection::credentials::{self, TokenPolicy};
 use kcm::runtime::rbac::{AUTH_DELEGATOR, AUTHENTICATION_READER, Rule, grants};
+use kcm_testsupport::rbac::{bootstrap, kustomize, load, rbac_objects, role_rules};
+use kcm_testsupport::repo_path;
+use kcm_testsupport::{DEADLINE, FAST_LEASE, InProcess, Kcm, eventually};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube_testserver::rbac::{Request, allows, authorize};

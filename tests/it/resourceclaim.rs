@@ -2,14 +2,12 @@
 //! pod status, no double create while the watch lags, reservations for pods bound to a
 //! node, release and deallocation when pods finish, bad input, conflicts and metrics.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{DEADLINE, InProcess, eventually, eventually_some};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kcm::k8s::podgroup::PodGroup;
+use kcm_testsupport::{DEADLINE, InProcess, eventually, eventually_some};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube_testserver::{Fault, TestServer};

@@ -1,11 +1,9 @@
 //! resourcequota-controller against kube-testserver.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::{DEADLINE, InProcess, eventually};
 use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
+use kcm_testsupport::{DEADLINE, InProcess, eventually};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube_testserver::{Fault, Options, ResourceType, TestServer};
 use serde_json::{Value, json};

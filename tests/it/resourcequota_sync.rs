@@ -21,16 +21,14 @@
 //!   pod *watch and list* on the server (`Fault::error(500)` on both, for pods) instead keeps
 //!   the pod informer from ever syncing, so the controller never starts its workers and writes
 //!   no status at all. (The partial-failure rule is also exercised end to end with a failing
-//!   `count/…` type in tests/resourcequota.rs.)
-
-mod common;
+//!   `count/…` type in tests/it/resourcequota.rs.)
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{DEADLINE, InProcess};
 use k8s_openapi::api::core::v1::ResourceQuota;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kcm_testsupport::{DEADLINE, InProcess};
 use kube::api::Api;
 use kube_testserver::TestServer;
 use serde_json::{Value, json};

@@ -1,8 +1,5 @@
 //! The runtime's write path and event recorder against kube-testserver.
 
-mod common;
-
-use common::{DEADLINE, eventually};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, ObjectReference};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kcm::runtime::connection::errors::is_conflict;
@@ -10,6 +7,7 @@ use kcm::runtime::metrics::Metrics;
 use kcm::runtime::writing::events::EventRecorder;
 use kcm::runtime::writing::events::sink::ApiSink;
 use kcm::runtime::writing::writer::{ApiWriter, Part, UpstreamFix};
+use kcm_testsupport::{DEADLINE, eventually};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube_testserver::TestServer;
 use serde_json::json;

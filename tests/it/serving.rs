@@ -1,13 +1,11 @@
 //! Secure serving over real HTTPS: the kcm binary against kube-testserver, which answers the
 //! TokenReviews and SubjectAccessReviews from the tables each test sets.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
-use common::{DEADLINE, eventually, free_port};
+use kcm_testsupport::{DEADLINE, eventually, free_port};
 use kube_testserver::{RequestRecord, TestServer};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -332,8 +330,8 @@ async fn default_flags_serve_only_https_on_10257() {
     let cn = cert.subject().iter_common_name().next().unwrap();
     assert!(cn.as_str().unwrap().starts_with("localhost@"));
     // No plain HTTP: neither the old 10258 nor plain HTTP on the secure port.
-    assert!(common::http_get(10258, "/healthz").await.is_none());
-    let plain = common::http_get(10257, "/healthz").await;
+    assert!(kcm_testsupport::http_get(10258, "/healthz").await.is_none());
+    let plain = kcm_testsupport::http_get(10257, "/healthz").await;
     assert!(
         plain.as_ref().is_none_or(|(status, _)| *status != 200),
         "{plain:?}"
@@ -581,7 +579,7 @@ async fn a_missing_certificate_file_fails_at_start() {
 #[tokio::test]
 async fn port_alone_serves_plain_http_only() {
     let server = TestServer::start().await;
-    let kcm = common::Kcm::start(
+    let kcm = kcm_testsupport::Kcm::start(
         server.kubeconfig_path(),
         &["--leader-elect=false", "--controllers=ttl"],
     );
@@ -761,8 +759,8 @@ async fn http2_is_negotiated_by_alpn_and_off_with_disable_http2_serving() {
 async fn sni_chooses_the_certificate_and_rsa_ecdsa_ed25519_keys_serve() {
     let server = TestServer::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let pkcs8 = include_str!("data/serving/rsa-pkcs8.key");
-    let pkcs1 = include_str!("data/serving/rsa-pkcs1.key");
+    let pkcs8 = include_str!("../data/serving/rsa-pkcs8.key");
+    let pkcs1 = include_str!("../data/serving/rsa-pkcs1.key");
     let rsa = KeyPair::from_pem(pkcs8).unwrap();
     // The default certificate: RSA, its key in PKCS#1 ("BEGIN RSA PRIVATE KEY").
     let (cert, key) = write_serving_pair(
@@ -1238,7 +1236,7 @@ async fn pprof_is_served_behind_the_same_authorization_as_metrics() {
 #[tokio::test]
 async fn profiling_false_serves_no_pprof() {
     let server = TestServer::start().await;
-    let kcm = common::Kcm::start(
+    let kcm = kcm_testsupport::Kcm::start(
         server.kubeconfig_path(),
         &[
             "--leader-elect=false",

@@ -7,15 +7,12 @@
 //! ever have allowed more disruptions than the pods then healthy allowed.
 //!
 //! `soak_ci` runs in CI (about 45 s); `soak_long` is `#[ignore]`d: run it with
-//! `KCM_SOAK_SECS=1800 cargo test --release --test soak -- --ignored --nocapture`.
+//! `KCM_SOAK_SECS=1800 cargo test --release --test it -- --ignored --nocapture soak::soak_long`.
 //! `KCM_SOAK_SEED` picks the workload seed (default: fixed).
-
-mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use common::Kcm;
 use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
@@ -33,6 +30,7 @@ use kcm::controllers::resourcequota::usage::{mask_list, sum_usage};
 use kcm::controllers::storageversiongc::plan::{self as gc, Outcome};
 use kcm::controllers::ttl::plan::{BOUNDARIES, TTL_ANNOTATION};
 use kcm::k8s::view::{Pod as PodView, WatchedPod};
+use kcm_testsupport::Kcm;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use kube_testserver::{Fault, TestServer};
@@ -804,7 +802,7 @@ async fn soak(storm: Duration, convergence_deadline: Duration, pace: Duration) {
             "--kube-api-burst=1000",
         ],
     );
-    common::eventually("kcm serves metrics", common::DEADLINE, || async {
+    kcm_testsupport::eventually("kcm serves metrics", kcm_testsupport::DEADLINE, || async {
         kcm.get("/readyz")
             .await
             .is_some_and(|(code, _)| code == 200)
@@ -872,7 +870,7 @@ async fn soak(storm: Duration, convergence_deadline: Duration, pace: Duration) {
     workload.step().await;
     let pods = workload.pods(NAMESPACES[0]);
     let after_storm = pod_body("after-storm", "a", "100m", "64Mi", true);
-    let admitted_by = Instant::now() + common::DEADLINE;
+    let admitted_by = Instant::now() + kcm_testsupport::DEADLINE;
     loop {
         match pods.create(&PostParams::default(), &after_storm).await {
             Ok(_) => break,
@@ -885,7 +883,7 @@ async fn soak(storm: Duration, convergence_deadline: Duration, pace: Duration) {
     workload
         .storage_version_of("poke.after-storm", &["apiserver-gone".to_string()])
         .await;
-    let deadline = Instant::now() + common::DEADLINE;
+    let deadline = Instant::now() + kcm_testsupport::DEADLINE;
     loop {
         let after = reconciles_per_controller(&kcm).await;
         if after.iter().zip(&before).all(|(a, b)| a > b) {
@@ -904,7 +902,7 @@ async fn soak(storm: Duration, convergence_deadline: Duration, pace: Duration) {
     );
     // Once the last changes are handled and the queues are empty, nothing fails any more:
     // the error counter stops rising.
-    common::eventually("convergence holds", common::DEADLINE, || async {
+    kcm_testsupport::eventually("convergence holds", kcm_testsupport::DEADLINE, || async {
         converged(&client).await.is_ok()
     })
     .await;
@@ -917,7 +915,7 @@ async fn soak(storm: Duration, convergence_deadline: Duration, pace: Duration) {
     let checked = check_pdb_writes(&server);
     let writes = server.count(|r| r.user_agent.contains("kcm/") && r.is_write());
     let watches = server.store().open_watches();
-    let (cpu, peak_rss) = common::proc::usage(kcm.pid());
+    let (cpu, peak_rss) = kcm_testsupport::proc::usage(kcm.pid());
     println!(
         "soak seed {seed}: {:?} storm, {} workload ops, faults {faults:?}; kcm {writes} writes ({checked} PDB status writes checked), reconcile errors {errors_after_storm} during the storm, {errors_settled} → {errors_end} after; converged {convergence:.1?} after the faults stopped; open watches peak {peak_watches}, end {watches}; kcm CPU {cpu:.1}s, peak RSS {peak_rss:.0} MiB",
         storm, workload.ops
@@ -941,7 +939,7 @@ async fn soak(storm: Duration, convergence_deadline: Duration, pace: Duration) {
 
 /// Waits until every work queue of kcm is empty and no item is being processed.
 async fn quiet(kcm: &Kcm) {
-    common::eventually("kcm's queues drain", common::DEADLINE, || async {
+    kcm_testsupport::eventually("kcm's queues drain", kcm_testsupport::DEADLINE, || async {
         metric_sum(kcm, "workqueue_depth", "").await == 0.0
             && metric_sum(kcm, "workqueue_unfinished_work_seconds", "").await == 0.0
     })
@@ -984,7 +982,7 @@ async fn soak_ci() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "long soak: KCM_SOAK_SECS=1800 cargo test --release --test soak -- --ignored --nocapture"]
+#[ignore = "long soak: KCM_SOAK_SECS=1800 cargo test --release --test it -- --ignored --nocapture soak::soak_long"]
 async fn soak_long() {
     let secs = std::env::var("KCM_SOAK_SECS")
         .ok()
@@ -1012,7 +1010,7 @@ fn candidate(server: &TestServer) -> Kcm {
         "--kube-api-qps=500",
         "--kube-api-burst=1000",
     ];
-    args.extend(common::FAST_LEASE);
+    args.extend(kcm_testsupport::FAST_LEASE);
     Kcm::start(server.kubeconfig_path(), &args)
 }
 

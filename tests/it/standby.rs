@@ -4,14 +4,12 @@
 //! again; the two leaders' writes never overlap. A cold standby (`--warm-standby=false`)
 //! opens no watch until it leads.
 
-mod common;
-
 use std::time::Instant;
 
-use common::agent::identity;
-use common::{DEADLINE, FAST_LEASE, Kcm, eventually};
 use k8s_openapi::api::core::v1::{Node, ResourceQuota};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kcm_testsupport::agent::identity;
+use kcm_testsupport::{DEADLINE, FAST_LEASE, Kcm, eventually};
 use kube::Api;
 use kube_testserver::{Fault, RequestRecord, TestServer};
 use serde_json::{Value, json};

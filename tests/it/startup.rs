@@ -2,13 +2,11 @@
 //! stores have synced and one when its first full pass is done; nothing more while kcm
 //! keeps a cluster up to date.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{DEADLINE, FAST_LEASE, InProcess, Kcm, eventually};
 use k8s_openapi::api::core::v1::Node;
+use kcm_testsupport::{DEADLINE, FAST_LEASE, InProcess, Kcm, eventually};
 use kube::Api;
 use kube_testserver::{Fault, TestServer};
 use serde_json::{Value, json};
@@ -258,7 +256,7 @@ async fn a_hung_discovery_times_out_and_is_retried() {
 
 #[tokio::test]
 async fn a_server_that_starts_late_gets_every_controller() {
-    let (port, _dir, kubeconfig) = common::kubeconfig_for_a_closed_port();
+    let (port, _dir, kubeconfig) = kcm_testsupport::kubeconfig_for_a_closed_port();
     let kcm = disruption_and_ttl(&kubeconfig);
     let refused = format!("API server http://127.0.0.1:{port} unreachable: connection refused");
     eventually("kcm finds nothing listening", DEADLINE, || async {

@@ -1,12 +1,10 @@
 //! storageversion-garbage-collector-controller against kube-testserver.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{DEADLINE, InProcess, Kcm, eventually};
 use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
 use k8s_openapi::api::coordination::v1::Lease;
+use kcm_testsupport::{DEADLINE, InProcess, Kcm, eventually};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube_testserver::{Fault, TestServer};
 use serde_json::json;

@@ -1,11 +1,9 @@
 //! ttl-controller against kube-testserver, driven through kcm's real startup code.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::{DEADLINE, InProcess, eventually};
 use k8s_openapi::api::core::v1::Node;
+use kcm_testsupport::{DEADLINE, InProcess, eventually};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube_testserver::{Fault, TestServer};
 use serde_json::json;

@@ -1,31 +1,23 @@
-//! kcm on a real control plane: kube-apiserver v1.36 and etcd 3.6 from `KUBEBUILDER_ASSETS`
-//! (tests/common/envtest.rs), one per test binary, one namespace per test. Without the
-//! variable every test says it skipped; `KCM_REQUIRE_ENVTEST=1` (CI) makes that a failure.
-//!
-//! Cluster-wide checks (node counts, the API server's request counters, Lease `kube-system/kcm`,
-//! upstream's controller manager) hold [`CLUSTER`] exclusively; the rest run in parallel.
-
-mod common;
+//! kcm's controllers, binary and deploy/ on the real control plane. Cluster-wide checks hold
+//! [`CLUSTER`] exclusively; the rest run in parallel.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use common::envtest::{self, ControlPlane, sample_sum};
-use common::{FAST_LEASE, Kcm, eventually, eventually_some};
 use k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersion;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod, ResourceQuota, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
+use kcm_testsupport::envtest::{self, ControlPlane, sample_sum};
+use kcm_testsupport::{FAST_LEASE, Kcm, eventually, eventually_some};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use tokio::sync::RwLock;
 
-/// Held for reading by tests that stay in their namespace, for writing by cluster-wide ones.
-static CLUSTER: RwLock<()> = RwLock::const_new(());
+use crate::CLUSTER;
 
 /// A real API server and kcm on a shared 2-core machine are slower than kube-testserver.
 const DEADLINE: Duration = Duration::from_secs(60);

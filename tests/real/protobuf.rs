@@ -1,10 +1,9 @@
 //! kcm's protobuf reading against the real kube-apiserver (v1.36, from `KUBEBUILDER_ASSETS`):
 //! pods, node metadata, quotas and PDBs stored the same whether read in protobuf or in JSON, so the
-//! messages kcm declares match what the API server writes. Skipped without the assets.
+//! messages kcm declares match what the API server writes. Skipped without the assets. Each
+//! test holds [`CLUSTER`] for reading, as the other namespaced tests do: a node it creates and
+//! its requests would otherwise reach the cluster-wide checks.
 
-mod common;
-
-use common::{DEADLINE, envtest, eventually};
 use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kcm::k8s::view::Pod as PodView;
@@ -13,10 +12,13 @@ use kcm::runtime::protobuf::ContentType;
 use kcm::runtime::watching::informer::Informers;
 use kcm::runtime::watching::stored::NodeMeta;
 use kcm::runtime::writing::writer::ApiWriter;
+use kcm_testsupport::{DEADLINE, envtest, eventually};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+
+use crate::CLUSTER;
 
 /// The pods of `namespace` and the nodes named `node-proto-*` one set of informers stores.
 fn stored(informers: &Informers, namespace: &str) -> (Vec<PodView>, Vec<String>) {
@@ -44,6 +46,7 @@ async fn pods_and_node_metadata_read_in_protobuf_equal_json_on_the_real_api_serv
     let Some(plane) = envtest::shared() else {
         return;
     };
+    let _shared = CLUSTER.read().await;
     let client = plane.client().await;
     let namespace = plane.namespace(&client, "protobuf").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
@@ -173,6 +176,7 @@ async fn quotas_and_pdbs_read_in_protobuf_equal_json_on_the_real_api_server() {
     let Some(plane) = envtest::shared() else {
         return;
     };
+    let _shared = CLUSTER.read().await;
     let client = plane.client().await;
     let (namespace, quotas, pdbs) = quotas_and_pdbs(plane, &client, "protobuf-status").await;
     let quota: ResourceQuota = serde_json::from_value(json!({ "metadata": meta("compute"),
@@ -289,6 +293,7 @@ async fn quota_and_pdb_status_written_in_protobuf_equal_json_on_the_real_api_ser
     let Some(plane) = envtest::shared() else {
         return;
     };
+    let _shared = CLUSTER.read().await;
     let client = plane.client().await;
     let (_, quotas, pdbs) = quotas_and_pdbs(plane, &client, "protobuf-write").await;
     // One object per encoding, written the same way.

@@ -1,5 +1,5 @@
 //! v1.36's validation of the claim fields kcm's resourceclaim controller writes, found by
-//! tests/real_apiserver.rs (kube-testserver accepted them all):
+//! tests/real/apiserver.rs (kube-testserver accepted them all):
 //! - a ResourceClaim's status: `reservedFor` only while `allocation` is set (so a claim cannot
 //!   be deallocated while reserved), one entry per UID, and an `allocation` that cannot be
 //!   changed once set (only removed);

@@ -15,7 +15,7 @@ pub const AGGREGATED_V2: &str =
 
 /// Whether `accept` lists aggregated discovery v2 (parameters in any order). The real server
 /// answers with it wherever the list has it, even after plain JSON (checked on v1.36.2 in
-/// `tests/real_apiserver.rs`).
+/// `tests/real/apiserver.rs`).
 pub fn aggregated_requested(accept: &str) -> bool {
     accept.split(',').any(|entry| {
         let mut parts = entry.split(';').map(str::trim);

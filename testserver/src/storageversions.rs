@@ -4,7 +4,7 @@
 //! entries agree on (none when they differ or there is no entry), duplicate or malformed API
 //! server IDs, versions that are no API version, a decodable list without the encoding
 //! version, and conditions without a reason or message or with a repeated type. Found by
-//! tests/real_apiserver.rs: kube-testserver accepted any status.
+//! tests/real/apiserver.rs: kube-testserver accepted any status.
 
 use serde_json::Value;
 
