@@ -1,6 +1,6 @@
 //! The server's REST semantics, exercised through kube-rs's own client.
 
-mod common;
+use crate::common;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Secret};

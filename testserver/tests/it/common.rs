@@ -1,5 +1,4 @@
-//! Helpers shared by the testserver's integration tests.
-#![allow(dead_code, unused_imports)]
+//! Helpers shared by the modules of the testserver's integration tests.
 
 use std::path::Path;
 use std::process::Output;

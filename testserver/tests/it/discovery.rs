@@ -1,6 +1,6 @@
 //! Discovery as kube's `Discovery` and kubectl read it, including types that come and go.
 
-mod common;
+use crate::common;
 
 use kube::discovery::{Discovery, Scope};
 use kube_testserver::{ResourceType, TestServer};

@@ -2,8 +2,6 @@
 //! core/v1 reads through events.k8s.io/v1 and the other way round, with upstream's field
 //! mapping, for get, list (field selectors included), watch, update, patch and delete.
 
-mod common;
-
 use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Event as CoreEvent;
 use k8s_openapi::api::events::v1::Event;

@@ -1,6 +1,6 @@
 //! kubectl against the server, when kubectl is installed (skipped cleanly otherwise).
 
-mod common;
+use crate::common;
 
 use std::cell::Cell;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! subresource with its PodDisruptionBudget checks, and graceful deletion, which leaves a
 //! bound pod terminating until the kubelet (here the test) deletes it again with grace 0.
 
-mod common;
+use crate::common;
 
 use common::{DEADLINE, eventually, http_request};
 use futures::StreamExt;

@@ -2,7 +2,7 @@
 //! cells for the kinds the kcm demo shows, upstream's default table for the rest; and kubectl
 //! itself, when it is installed.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

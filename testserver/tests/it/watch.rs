@@ -1,7 +1,7 @@
 //! kube-runtime's watcher and reflector against the server: initial lists (paged and
 //! streaming), resumption after a dropped watch, and relisting after 410 Gone.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
