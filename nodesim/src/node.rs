@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, NodeCondition};
-use kcm::k8s::quantity::Quantity;
+use kcm_values::quantity::Quantity;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};

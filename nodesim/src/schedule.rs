@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Container, Node, Pod, Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
-use kcm::k8s::quantity::Quantity;
+use kcm_values::quantity::Quantity;
 
 /// The taint a cordon stands for: a pod tolerating it may go to a cordoned node.
 const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";

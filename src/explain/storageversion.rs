@@ -9,7 +9,7 @@ use super::{Difference, ExplainError, Explanation, Reads, Reasons, differences};
 use crate::controllers::storageversiongc::plan::{
     IDENTITY_NAMESPACE, Outcome, collect, entries, has_identity_label,
 };
-use crate::k8s::selector::is_dns1123_subdomain;
+use crate::k8s::validation::is_dns1123_subdomain;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]

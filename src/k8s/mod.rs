@@ -6,9 +6,9 @@
 //! Nothing here talks to the API server or runs anything: how objects are watched, kept and
 //! written is [`crate::runtime`]'s.
 
-pub mod golang;
 pub mod intern;
 pub mod podgroup;
-pub mod quantity;
-pub mod selector;
 pub mod view;
+
+// The value types kube-testserver shares live in their own crate; kcm names them here.
+pub use kcm_values::{golang, quantity, selector, validation};

@@ -17,11 +17,6 @@ mod list_options;
 pub mod patch;
 pub mod podgroups;
 mod pods;
-// kcm's port of apimachinery's Quantity, shared rather than copied: quota admission must
-// add and print quantities exactly as kcm's quota controller writes them.
-#[allow(dead_code)]
-#[path = "../../src/k8s/quantity.rs"]
-mod quantity;
 mod quota_admission;
 pub mod rbac;
 mod resources;

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::error::ApiError;
-use crate::quantity::Quantity;
+use kcm_values::quantity::{Format, Quantity, QuantityError};
 
 type ResourceList = BTreeMap<String, Quantity>;
 
@@ -200,8 +200,8 @@ fn container_resources(container: &Value) -> BTreeSet<&'static str> {
 
 /// What the pod charges to a quota: `count/pods` always; `pods` and its compute resources
 /// unless it is terminal (containers summed, each init container a floor, plus overhead).
-fn pod_usage(pod: &Value) -> Result<ResourceList, crate::quantity::QuantityError> {
-    let one = Quantity::from_integer(1, crate::quantity::Format::DecimalSI);
+fn pod_usage(pod: &Value) -> Result<ResourceList, QuantityError> {
+    let one = Quantity::from_integer(1, Format::DecimalSI);
     let mut usage = ResourceList::from([("count/pods".to_string(), one.clone())]);
     if matches!(
         pod["status"]["phase"].as_str(),
@@ -329,7 +329,7 @@ fn best_effort(pod: &Value) -> bool {
     })
 }
 
-fn resource_list(value: &Value) -> Result<ResourceList, crate::quantity::QuantityError> {
+fn resource_list(value: &Value) -> Result<ResourceList, QuantityError> {
     let mut list = ResourceList::new();
     for (name, q) in value.as_object().into_iter().flatten() {
         let text = match q {

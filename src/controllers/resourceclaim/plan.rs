@@ -23,7 +23,7 @@ use self::claims::{
 };
 use super::error::ClaimError;
 use crate::k8s::podgroup::PodGroup;
-use crate::k8s::selector::is_dns1123_subdomain;
+use crate::k8s::validation::is_dns1123_subdomain;
 use crate::k8s::view::Pod;
 use crate::runtime::watching::stored::{Stored, key_of, split_key};
 

@@ -1,8 +1,8 @@
 //! Resource names and their rules, as the evaluators share them: the compute resources' names
 //! and the native/extended resource name helpers (name validation itself is
-//! [`crate::k8s::selector`]'s).
+//! [`crate::k8s::validation`]'s).
 
-use crate::k8s::selector::is_qualified_name;
+use crate::k8s::validation::is_qualified_name;
 
 pub(super) const CPU: &str = "cpu";
 pub(super) const MEMORY: &str = "memory";

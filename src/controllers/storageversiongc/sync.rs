@@ -12,7 +12,7 @@ use kube::api::{DeleteParams, ListParams};
 
 use super::plan::{Outcome, collect, entries, has_identity_label};
 use super::{Gc, GcError};
-use crate::k8s::selector::is_dns1123_subdomain;
+use crate::k8s::validation::is_dns1123_subdomain;
 
 impl Gc {
     /// A deleted identity lease: if it is really gone, drop its entries everywhere. The list

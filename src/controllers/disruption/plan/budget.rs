@@ -18,7 +18,7 @@ use k8s_openapi::api::policy::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::k8s::golang::go_quote;
+use crate::k8s::golang::{AtoiError, go_atoi, go_quote};
 use crate::k8s::view::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
@@ -56,14 +56,6 @@ pub enum BudgetError {
     Refused(String),
 }
 
-/// strconv.Atoi's error.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("strconv.Atoi: parsing {}: {}", go_quote(.input), if *.out_of_range { "value out of range" } else { "invalid syntax" })]
-pub struct AtoiError {
-    input: String,
-    out_of_range: bool,
-}
-
 /// intstr.GetScaledValueFromIntOrPercent, including its exact error texts.
 ///
 /// Upstream returns a Go `int` that the disruption controller truncates to
@@ -90,17 +82,6 @@ pub fn scaled_value(value: &IntOrString, total: i32, round_up: bool) -> Result<i
     };
     // int(float) then int32(int): wrapping truncation, as in Go.
     Ok(go_float_to_int(rounded) as i32)
-}
-
-/// strconv.Atoi on a 64-bit platform, with its error text.
-fn go_atoi(s: &str) -> Result<i64, AtoiError> {
-    s.parse::<i64>().map_err(|e| AtoiError {
-        input: s.to_string(),
-        out_of_range: matches!(
-            e.kind(),
-            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow
-        ),
-    })
 }
 
 /// Go's float64→int conversion as on amd64: out of range (or NaN) gives MinInt64,

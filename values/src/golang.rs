@@ -1,10 +1,11 @@
-//! Go's renderings of values, and `strconv.ParseBool`, so error messages, events and flags read
-//! as upstream's: `%q` of a string, and `%v` of the API types upstream embeds.
+//! Go's renderings of values, and `strconv`'s parsing, so error messages, events and flags read
+//! as upstream's: `%q` of a string, `%v` and `%#v` of a `[]string`, `%v` of the API types
+//! upstream embeds, `strconv.Atoi` and `strconv.ParseBool`.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-/// Go's `strconv.Quote` (`%q`). Printability is approximated: controls, non-ASCII spaces,
-/// common format characters and private use are escaped.
+/// Go's `strconv.Quote` (`%q`). Printability (`strconv.IsPrint`) is approximated: controls,
+/// non-ASCII spaces, the format characters (Unicode category Cf) and private use are escaped.
 pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
@@ -40,6 +41,11 @@ fn go_printable(c: char) -> bool {
         || matches!(
             c,
             '\u{AD}'
+                | '\u{600}'..='\u{605}'
+                | '\u{61C}'
+                | '\u{6DD}'
+                | '\u{70F}'
+                | '\u{180E}'
                 | '\u{200B}'..='\u{200F}'
                 | '\u{202A}'..='\u{202E}'
                 | '\u{2060}'..='\u{206F}'
@@ -50,9 +56,23 @@ fn go_printable(c: char) -> bool {
         ))
 }
 
-/// Go's `%v` of a `[]string`: `[a b]`, elements unquoted; nil and empty alike give `[]`.
-pub fn go_string_slice(values: &[String]) -> String {
+/// Go's `%v` of a `[]string`: `[a b]`, elements unquoted; nil and empty alike give `[]`. The
+/// generated `String()` of the API types prints their slices so (`LabelSelectorRequirement`'s
+/// `Values`).
+pub fn go_string_slice_plain(values: &[String]) -> String {
     format!("[{}]", values.join(" "))
+}
+
+/// Go's `%#v` of a `[]string`, a Go literal: `[]string{"a", "b"}`, elements `%q`. Empty is
+/// printed as the nil slice, `[]string(nil)`, which is what the callers hold when they have
+/// no values (`labels.NewRequirement` gets `LabelSelectorRequirement.Values` as decoded). This
+/// is how `field.Error` printed a `[]string` bad value (its `%#v` fallback).
+pub fn go_string_slice_literal(values: &[String]) -> String {
+    if values.is_empty() {
+        return "[]string(nil)".to_string();
+    }
+    let quoted: Vec<String> = values.iter().map(|v| go_quote(v)).collect();
+    format!("[]string{{{}}}", quoted.join(", "))
 }
 
 /// Go's `%v` of a `*metav1.LabelSelector`: its generated `String()` (gogo protobuf) in
@@ -73,11 +93,31 @@ pub fn go_label_selector(selector: Option<&LabelSelector>) -> String {
             "LabelSelectorRequirement{{Key:{},Operator:{},Values:{},}},",
             req.key,
             req.operator,
-            go_string_slice(req.values.as_deref().unwrap_or_default())
+            go_string_slice_plain(req.values.as_deref().unwrap_or_default())
         ));
     }
     out.push_str("},}");
     out
+}
+
+/// `strconv.Atoi` on a 64-bit platform (also `strconv.ParseInt(s, 10, 64)`, which accepts the
+/// same text): an optional sign and decimal digits, nothing else.
+pub fn go_atoi(s: &str) -> Result<i64, AtoiError> {
+    s.parse::<i64>().map_err(|e| AtoiError {
+        input: s.to_string(),
+        out_of_range: matches!(
+            e.kind(),
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow
+        ),
+    })
+}
+
+/// `strconv.Atoi`'s error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("strconv.Atoi: parsing {}: {}", go_quote(.input), if *.out_of_range { "value out of range" } else { "invalid syntax" })]
+pub struct AtoiError {
+    input: String,
+    out_of_range: bool,
 }
 
 /// Go's `strconv.ParseBool`, which pflag uses for boolean flags and feature gates.

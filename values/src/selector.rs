@@ -1,21 +1,33 @@
 //! Label selectors as apimachinery has them: `metav1.LabelSelectorAsSelector` turns the API's
-//! `LabelSelector` into a validated `labels.Selector`, whose `Matches` and `String` are here too.
+//! `LabelSelector` into a validated `labels.Selector`, [`parse`] reads one from its string form
+//! (`labels.Parse`, a `?labelSelector=` query), and `Matches` and `String` are here too.
 //!
 //! Error texts follow upstream's `field.Error` / aggregate formatting (as of the apimachinery
-//! that ships `api/validate/content`), because controllers copy them into events and conditions.
+//! that ships `api/validate/content`), because controllers copy them into events and conditions
+//! and the API server answers with them.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use super::golang::go_quote;
+use crate::golang::{go_atoi, go_quote, go_string_slice_literal};
+use crate::validation::{aggregate, field_invalid, label_key_errors, label_value_errors};
 
-/// What a selector is matched against: an object's labels, looked up by key. Both an
-/// object's `metadata.labels` (`None`: no labels) and a pod view's compact
-/// [`Labels`](super::view::Labels) are one, so both are matched by the one `Matches` here.
+mod parse;
+pub use parse::parse;
+
+/// What a selector is matched against: an object's labels, looked up by key (upstream's
+/// `labels.Labels`). An object's `metadata.labels` (`None`: no labels) is one, and so is any
+/// compact form a caller keeps labels in, so all are matched by the one `Matches` here.
 pub trait LabelSet {
+    /// The key's value (`Get`), `None` when the key is absent or its value is no string.
     fn label(&self, key: &str) -> Option<&str>;
+
+    /// Whether the key is present (`Has`), whatever its value.
+    fn has(&self, key: &str) -> bool {
+        self.label(key).is_some()
+    }
 }
 
 impl LabelSet for Option<&BTreeMap<String, String>> {
@@ -28,6 +40,10 @@ impl<L: LabelSet + ?Sized> LabelSet for &L {
     fn label(&self, key: &str) -> Option<&str> {
         (**self).label(key)
     }
+
+    fn has(&self, key: &str) -> bool {
+        (**self).has(key)
+    }
 }
 
 /// Why a selector cannot be built, in upstream's words (controllers copy the text into events
@@ -39,17 +55,30 @@ pub enum SelectorError {
     Invalid(String),
     #[error("{} is not a valid label selector operator", go_quote(.0))]
     Operator(String),
+    /// `labels.Parse`'s syntax errors, and its requirement errors it wraps.
+    #[error("{0}")]
+    Parse(String),
 }
 
-/// The operators `LabelSelectorAsSelector` can produce (`selection.Operator`).
+/// A requirement's operator (`selection.Operator`). `LabelSelectorAsSelector` produces
+/// `Equals` (from `matchLabels`) and the four of `matchExpressions`; the string form also has
+/// `==`, `!=`, `>` and `<`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operator {
-    /// From `matchLabels`: the key is present with exactly this value.
+    /// `=`: the key is present with exactly this value.
     Equals,
+    /// `==`, the same as `=`.
+    DoubleEquals,
+    /// `!=`: the key is absent or has another value.
+    NotEquals,
     In,
     NotIn,
     Exists,
     DoesNotExist,
+    /// `>`: the key's value is an integer greater than the one given.
+    GreaterThan,
+    /// `<`: the key's value is an integer less than the one given.
+    LessThan,
 }
 
 impl Operator {
@@ -74,36 +103,61 @@ pub struct Requirement {
 }
 
 impl Requirement {
-    /// `labels.NewRequirement`: validates the key, the value count for the operator and every
-    /// value. All problems are reported together, as upstream aggregates them. An empty
-    /// `values` is rendered as Go's nil slice, which is what `LabelSelectorAsSelector` passes.
+    /// `labels.NewRequirement`: validates the key, the value count for the operator, that
+    /// `>` and `<` compare with integers, and every value. All problems are reported together,
+    /// as upstream aggregates them. An empty `values` is rendered as Go's nil slice, which is
+    /// what `LabelSelectorAsSelector` passes.
     pub fn new(key: &str, operator: Operator, values: Vec<String>) -> Result<Self, SelectorError> {
         let mut errs = Vec::new();
         let key_errs = label_key_errors(key);
         if !key_errs.is_empty() {
-            errs.push(invalid("key", &go_quote(key), &key_errs.join("; ")));
+            errs.push(field_invalid("key", &go_quote(key), &key_errs.join("; ")));
         }
         let count_problem = match operator {
             Operator::In | Operator::NotIn if values.is_empty() => {
                 Some("for 'in', 'notin' operators, values set can't be empty")
             }
-            Operator::Equals if values.len() != 1 => {
+            Operator::Equals | Operator::DoubleEquals | Operator::NotEquals
+                if values.len() != 1 =>
+            {
                 Some("exact-match compatibility requires one single value")
             }
             Operator::Exists | Operator::DoesNotExist if !values.is_empty() => {
                 Some("values set must be empty for exists and does not exist")
             }
+            Operator::GreaterThan | Operator::LessThan if values.len() != 1 => {
+                Some("for 'Gt', 'Lt' operators, exactly one value is required")
+            }
             _ => None,
         };
         if let Some(detail) = count_problem {
-            errs.push(invalid("values", &go_string_slice(&values), detail));
+            errs.push(field_invalid(
+                "values",
+                &go_string_slice_literal(&values),
+                detail,
+            ));
+        }
+        if matches!(operator, Operator::GreaterThan | Operator::LessThan) {
+            for (i, value) in values.iter().enumerate() {
+                if go_atoi(value).is_err() {
+                    errs.push(field_invalid(
+                        &format!("values[{i}]"),
+                        &go_quote(value),
+                        "for 'Gt', 'Lt' operators, the value must be an integer",
+                    ));
+                }
+            }
         }
         for (i, value) in values.iter().enumerate() {
             let value_errs = label_value_errors(value);
             if !value_errs.is_empty() {
                 // Upstream's path is values.Index(i).Key(key), printed without quoting.
                 let path = format!("values[{i}][{key}]");
-                errs.push(invalid(&path, &go_quote(value), &value_errs.join("; ")));
+                errs.push(field_invalid(
+                    &path,
+                    &go_quote(value),
+                    &value_errs.join("; "),
+                ));
             }
         }
         if errs.is_empty() {
@@ -130,15 +184,30 @@ impl Requirement {
         &self.values
     }
 
-    /// `Requirement.Matches`: an absent key satisfies NotIn and DoesNotExist only.
+    /// `Requirement.Matches`: an absent key satisfies NotIn, `!=` and DoesNotExist only.
     pub fn matches(&self, labels: impl LabelSet) -> bool {
         let value = labels.label(&self.key);
         let listed = |v: &str| self.values.iter().any(|listed| listed == v);
         match self.operator {
-            Operator::Equals | Operator::In => value.is_some_and(listed),
-            Operator::NotIn => value.is_none_or(|v| !listed(v)),
-            Operator::Exists => value.is_some(),
-            Operator::DoesNotExist => value.is_none(),
+            Operator::Equals | Operator::DoubleEquals | Operator::In => value.is_some_and(listed),
+            Operator::NotEquals | Operator::NotIn => value.is_none_or(|v| !listed(v)),
+            Operator::Exists => labels.has(&self.key),
+            Operator::DoesNotExist => !labels.has(&self.key),
+            Operator::GreaterThan | Operator::LessThan => {
+                // Both sides must read as integers, and there must be one value to compare.
+                let (Some(have), [want]) = (value.and_then(|v| go_atoi(v).ok()), &self.values[..])
+                else {
+                    return false;
+                };
+                let Ok(want) = go_atoi(want) else {
+                    return false;
+                };
+                if self.operator == Operator::GreaterThan {
+                    have > want
+                } else {
+                    have < want
+                }
+            }
         }
     }
 }
@@ -147,6 +216,10 @@ impl fmt::Display for Requirement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (infix, parens) = match self.operator {
             Operator::Equals => ("=", false),
+            Operator::DoubleEquals => ("==", false),
+            Operator::NotEquals => ("!=", false),
+            Operator::GreaterThan => (">", false),
+            Operator::LessThan => ("<", false),
             Operator::In => (" in ", true),
             Operator::NotIn => (" notin ", true),
             Operator::Exists => return f.write_str(&self.key),
@@ -242,201 +315,6 @@ pub fn from_label_selector(selector: Option<&LabelSelector>) -> Result<Selector,
 /// `if err != nil { return }` paths upstream; a missing one selects nothing too.
 pub fn matches(selector: Option<&LabelSelector>, labels: impl LabelSet) -> bool {
     from_label_selector(selector).is_ok_and(|s| s.matches(labels))
-}
-
-// --- validation (apimachinery api/validate/content) ---
-
-const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const LABEL_KEY_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must \
-                             start and end with an alphanumeric character";
-const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
-const LABEL_VALUE_ERR: &str = "a valid label must be an empty string or consist of alphanumeric \
-                               characters, '-', '_' or '.', and must start and end with an \
-                               alphanumeric character";
-const DNS1123_SUBDOMAIN_FMT: &str =
-    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
-const DNS1123_SUBDOMAIN_ERR: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
-                                     alphanumeric characters, '-' or '.', and must start and end \
-                                     with an alphanumeric character";
-const LABEL_MAX_LEN: usize = 63;
-const DNS1123_SUBDOMAIN_MAX_LEN: usize = 253;
-
-/// `content.IsLabelKey` (a.k.a. IsQualifiedName): optional DNS subdomain prefix and '/'.
-fn label_key_errors(key: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = key.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
-            } else {
-                errs.extend(
-                    dns1123_subdomain_errors(prefix)
-                        .into_iter()
-                        .map(|m| format!("prefix part {m}")),
-                );
-            }
-            *name
-        }
-        _ => {
-            errs.push(format!(
-                "a valid label key {} with an optional DNS subdomain prefix and '/' \
-                 (e.g. 'example.com/MyName')",
-                label_key_regex_error()
-            ));
-            return errs;
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else if name.len() > LABEL_MAX_LEN {
-        errs.push(format!("name part {}", max_len_error(LABEL_MAX_LEN)));
-    }
-    // Not an else: upstream reports the regex failure even for an empty name.
-    if !is_label_name(name) {
-        errs.push(format!("name part {}", label_key_regex_error()));
-    }
-    errs
-}
-
-/// The label key pattern's [`regex_error`], with upstream's examples.
-fn label_key_regex_error() -> String {
-    regex_error(
-        LABEL_KEY_ERR,
-        LABEL_KEY_FMT,
-        &["MyName", "my.name", "123-abc"],
-    )
-}
-
-/// `validation.IsQualifiedName`: a label key, with its optional DNS subdomain prefix.
-pub fn is_qualified_name(value: &str) -> bool {
-    label_key_errors(value).is_empty()
-}
-
-/// `validation.IsValidLabelValue`: empty, or up to 63 characters of the name pattern.
-pub fn is_valid_label_value(value: &str) -> bool {
-    label_value_errors(value).is_empty()
-}
-
-/// `content.IsLabelValue`: empty is allowed.
-fn label_value_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > LABEL_MAX_LEN {
-        errs.push(max_len_error(LABEL_MAX_LEN));
-    }
-    if !value.is_empty() && !is_label_name(value) {
-        errs.push(regex_error(
-            LABEL_VALUE_ERR,
-            LABEL_VALUE_FMT,
-            &["MyValue", "my_value", "12345"],
-        ));
-    }
-    errs
-}
-
-/// Whether `value` is a DNS-1123 subdomain: the names of most objects (pods, leases) are, so
-/// a reference with another name cannot name one, and is better not put in a request path.
-pub fn is_dns1123_subdomain(value: &str) -> bool {
-    dns1123_subdomain_errors(value).is_empty()
-}
-
-/// `content.IsDNS1123Subdomain`.
-fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > DNS1123_SUBDOMAIN_MAX_LEN {
-        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX_LEN));
-    }
-    if !value.split('.').all(is_dns1123_label) {
-        errs.push(regex_error(
-            DNS1123_SUBDOMAIN_ERR,
-            DNS1123_SUBDOMAIN_FMT,
-            &["example.com"],
-        ));
-    }
-    errs
-}
-
-/// `^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`, on bytes as Go's regexp does for ASCII classes.
-fn is_label_name(s: &str) -> bool {
-    let b = s.as_bytes();
-    match (b.first(), b.last()) {
-        (Some(first), Some(last)) => {
-            first.is_ascii_alphanumeric()
-                && last.is_ascii_alphanumeric()
-                && b.iter()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-        }
-        _ => false,
-    }
-}
-
-/// `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`.
-fn is_dns1123_label(s: &str) -> bool {
-    let lower_alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    let b = s.as_bytes();
-    match (b.first(), b.last()) {
-        (Some(first), Some(last)) => {
-            lower_alnum(first)
-                && lower_alnum(last)
-                && b.iter().all(|c| lower_alnum(c) || *c == b'-')
-        }
-        _ => false,
-    }
-}
-
-// --- upstream message formatting ---
-
-/// `content.MaxLenError`.
-fn max_len_error(len: usize) -> String {
-    format!("must be no more than {len} bytes")
-}
-
-/// `content.RegexError`, including its odd "',  or '" spacing.
-fn regex_error(msg: &str, re: &str, examples: &[&str]) -> String {
-    let mut out = format!("{msg} (e.g. ");
-    for (i, ex) in examples.iter().enumerate() {
-        if i > 0 {
-            out.push_str(" or ");
-        }
-        out.push('\'');
-        out.push_str(ex);
-        out.push_str("', ");
-    }
-    out.push_str("regex used for validation is '");
-    out.push_str(re);
-    out.push_str("')");
-    out
-}
-
-/// `field.Invalid(path, value, detail).Error()`; `bad` is already Go-formatted.
-fn invalid(path: &str, bad: &str, detail: &str) -> String {
-    format!("{path}: Invalid value: {bad}: {detail}")
-}
-
-/// `ErrorList.ToAggregate().Error()`: duplicates dropped, several wrapped in brackets.
-fn aggregate(errs: Vec<String>) -> String {
-    let mut unique: Vec<String> = Vec::with_capacity(errs.len());
-    for e in errs {
-        if !unique.contains(&e) {
-            unique.push(e);
-        }
-    }
-    if unique.len() == 1 {
-        unique.pop().unwrap_or_default()
-    } else {
-        format!("[{}]", unique.join(", "))
-    }
-}
-
-/// Go's `%#v` of a `[]string`; empty is nil because upstream copies values with
-/// `append([]string(nil), ...)`.
-fn go_string_slice(values: &[String]) -> String {
-    if values.is_empty() {
-        return "[]string(nil)".to_string();
-    }
-    let quoted: Vec<String> = values.iter().map(|v| go_quote(v)).collect();
-    format!("[]string{{{}}}", quoted.join(", "))
 }
 
 #[cfg(test)]
