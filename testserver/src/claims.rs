@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::resources::ResourceType;
-use crate::selector::is_dns1123_subdomain;
 use crate::storageversions::{SUBDOMAIN, invalid_value};
+use kcm_values::validation::is_dns1123_subdomain;
 
 pub(crate) fn is_claims(rt: &ResourceType) -> bool {
     rt.group == "resource.k8s.io" && rt.plural == "resourceclaims"

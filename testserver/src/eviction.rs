@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::error::ApiError;
 use crate::pods::{self, check_body};
 use crate::resources::ResourceType;
-use crate::selector::LabelSelector;
+use crate::selector::{JsonLabels, selector_object};
 use crate::store::{DeleteOptions, Store, Subresource, WriteOptions, get_path, rfc3339};
 
 /// How many times a step that conflicts with another writer is tried (`EvictionsRetry`).
@@ -390,7 +390,7 @@ fn set_status_condition(status: &mut Value, mut condition: Value, now: &str) {
 /// Whether a budget's selector selects the pod's labels: a missing selector selects nothing,
 /// and an invalid one, which the API server would not have stored, nothing either.
 fn selects(selector: &Value, labels: Option<&serde_json::Map<String, Value>>) -> bool {
-    selector.is_object() && LabelSelector::from_object(selector).is_ok_and(|s| s.matches(labels))
+    selector_object(selector).is_ok_and(|s| s.matches(JsonLabels(labels)))
 }
 
 fn name_of(obj: &Value) -> String {

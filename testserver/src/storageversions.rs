@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::error::{ApiError, FieldError};
 use crate::resources::ResourceType;
-use crate::selector::is_dns1123_subdomain;
+use kcm_values::validation::is_dns1123_subdomain;
 
 const GROUP: &str = "internal.apiserver.k8s.io";
 const PLURAL: &str = "storageversions";

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use kcm_values::selector::Selector;
 use rand::Rng;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -21,7 +22,7 @@ use crate::podgroups;
 use crate::pods::{self, Deletion};
 use crate::quota_admission;
 use crate::resources::{ResourceType, ScaleSelector, builtin_types};
-use crate::selector::{FieldSelector, LabelSelector, field_value};
+use crate::selector::{FieldSelector, JsonLabels, field_value, selector_object};
 use crate::storageversions;
 
 /// Namespace ("" for cluster-scoped objects) and name.
@@ -178,7 +179,7 @@ pub struct Frame {
 
 struct Watcher {
     namespace: Option<String>,
-    labels: LabelSelector,
+    labels: Selector,
     fields: FieldSelector,
     bookmarks: bool,
     /// Injected delivery latency.
@@ -505,39 +506,18 @@ fn apply_defaults(rt: &ResourceType, obj: &mut Value) {
     }
 }
 
+/// `LabelSelectorAsSelector(selector).String()`, as the scale subresource and the printed
+/// columns show a workload's selector; "" for a missing or invalid one.
 pub(crate) fn label_selector_string(selector: &Value) -> String {
-    let mut reqs: Vec<(String, String)> = Vec::new();
-    if let Some(labels) = selector["matchLabels"].as_object() {
-        for (k, v) in labels {
-            reqs.push((k.clone(), format!("{k}={}", v.as_str().unwrap_or_default())));
-        }
-    }
-    for expr in selector["matchExpressions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let key = expr["key"].as_str().unwrap_or_default().to_string();
-        let mut values: Vec<&str> = expr["values"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|v| v.as_str())
-            .collect();
-        values.sort_unstable();
-        let text = match expr["operator"].as_str().unwrap_or_default() {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.clone(),
-            _ => format!("!{key}"),
-        };
-        reqs.push((key, text));
-    }
-    reqs.sort();
-    reqs.into_iter()
-        .map(|(_, t)| t)
-        .collect::<Vec<_>>()
-        .join(",")
+    selector_object(selector)
+        .map(|s| s.to_string())
+        .unwrap_or_default()
+}
+
+/// `?labelSelector=` (`labels.Parse`); a bad one is a 400 with the parser's message.
+fn parse_labels(query: Option<&str>) -> Result<Selector, ApiError> {
+    kcm_values::selector::parse(query.unwrap_or_default())
+        .map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
 fn map_selector_string(selector: &Value) -> String {
@@ -1305,7 +1285,8 @@ fn watcher_matches(w: &Watcher, kind: &str, obj: &Value) -> bool {
     {
         return false;
     }
-    w.labels.matches(meta(obj)["labels"].as_object())
+    w.labels
+        .matches(JsonLabels(meta(obj)["labels"].as_object()))
         && w.fields
             .matches(|f| field_value(kind, obj, f).unwrap_or_default())
 }
@@ -1510,8 +1491,7 @@ impl Store {
         ns: Option<&str>,
         opts: &ListOptions,
     ) -> Result<Value, ApiError> {
-        let labels = LabelSelector::parse(opts.label_selector.as_deref().unwrap_or_default())
-            .map_err(ApiError::bad_request)?;
+        let labels = parse_labels(opts.label_selector.as_deref())?;
         let fields = parse_fields(rt, opts.field_selector.as_deref())?;
         let st = self.lock();
         let coll = st.collection(rt)?;
@@ -1566,7 +1546,7 @@ impl Store {
             .take_while(|(k, _)| ns.is_none_or(|ns| k.0 == ns));
         for (_, stored) in range {
             let obj = shown(rt.view, &stored.obj);
-            if !labels.matches(meta(&obj)["labels"].as_object())
+            if !labels.matches(JsonLabels(meta(&obj)["labels"].as_object()))
                 || !fields.matches(|f| field_value(kind, &obj, f).unwrap_or_default())
             {
                 continue;
@@ -1600,8 +1580,7 @@ impl Store {
         ns: Option<&str>,
         opts: &ListOptions,
     ) -> Result<mpsc::UnboundedReceiver<Frame>, ApiError> {
-        let labels = LabelSelector::parse(opts.label_selector.as_deref().unwrap_or_default())
-            .map_err(ApiError::bad_request)?;
+        let labels = parse_labels(opts.label_selector.as_deref())?;
         let fields = parse_fields(rt, opts.field_selector.as_deref())?;
         let mut st = self.lock();
         let type_key = rt.key();
