@@ -21,7 +21,7 @@ use crate::discovery::{self, group_list};
 use crate::error::ApiError;
 use crate::faults::{Faults, RequestInfo, RequestRecord};
 use crate::rbac;
-use crate::resources::ResourceType;
+use crate::resources::{PODS, ResourceType};
 use crate::reviews::UserInfo;
 use crate::store::{DeleteOptions, ListOptions, PatchType, Store, Subresource, WriteOptions};
 use crate::table::{self, Include};
@@ -824,12 +824,12 @@ async fn resource_request(
             let answer = ctx.shared.reviews.token_request(&ns, &name, &ctx.body()?)?;
             return Ok(json_response(201, &answer));
         }
-        Some("binding") if rt.key() == pods::PODS && path.name.is_some() => {
+        Some("binding") if rt.key() == PODS && path.name.is_some() => {
             create_only(info)?;
             pods::bind(store, (&ns, &name), &ctx.body()?, &ctx.write_options())?;
             return Ok(json_response(201, &pods::success()));
         }
-        Some("eviction") if rt.key() == pods::PODS && path.name.is_some() => {
+        Some("eviction") if rt.key() == PODS && path.name.is_some() => {
             create_only(info)?;
             let body = ctx.body()?;
             eviction::evict(store, (&ns, &name), &body, &ctx.write_options()).await?;

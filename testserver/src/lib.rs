@@ -7,6 +7,7 @@
 
 mod claims;
 mod codec;
+mod deletion;
 mod discovery;
 mod error;
 mod events;

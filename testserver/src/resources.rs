@@ -4,6 +4,10 @@ use serde_json::{Value, json};
 
 use crate::events::View;
 
+/// The store key of pods, the one served type whose registry deletes gracefully and which has
+/// the `binding` and `eviction` subresources.
+pub(crate) const PODS: &str = "/pods";
+
 /// Where a scale subresource reads and writes replicas, as a CRD's `subresources.scale` declares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScalePaths {

@@ -15,13 +15,13 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use crate::claims;
+use crate::deletion::{self, Deletion};
 use crate::error::ApiError;
 use crate::events::{self, CORE_EVENTS, View};
 use crate::patch::{self, Ownership, PatchError};
 use crate::podgroups;
-use crate::pods::{self, Deletion};
 use crate::quota_admission;
-use crate::resources::{ResourceType, ScaleSelector, builtin_types};
+use crate::resources::{PODS, ResourceType, ScaleSelector, builtin_types};
 use crate::selector::{FieldSelector, JsonLabels, field_value, selector_object};
 use crate::storageversions;
 
@@ -769,7 +769,7 @@ impl State {
     }
 
     /// Deletes an object as the generic registry does: a pod is first marked with its grace
-    /// period (see [`pods::before_delete`]) and stays while that lasts; an object with
+    /// period (see [`deletion::before_delete`]) and stays while that lasts; an object with
     /// finalizers is marked deleted and stays until they are gone; anything else is removed.
     fn delete_object(
         &mut self,
@@ -804,8 +804,8 @@ impl State {
         }
         let now = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
             .unwrap_or_else(|_| unreachable!("the current second is a valid time"));
-        let deletion = if type_key == pods::PODS {
-            pods::before_delete(&current, opts.grace_period_seconds, now)
+        let deletion = if type_key == PODS {
+            deletion::before_delete(&current, opts.grace_period_seconds, now)
         } else {
             Deletion::Now
         };
