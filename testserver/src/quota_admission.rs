@@ -20,31 +20,20 @@ use kcm_values::quantity::{Format, Quantity, QuantityError};
 
 type ResourceList = BTreeMap<String, Quantity>;
 
-/// Resources a quota may constrain on pods, besides the hugepages and extended ones.
-const POD_RESOURCES: [&str; 11] = [
-    "pods",
-    "count/pods",
-    "cpu",
-    "memory",
-    "ephemeral-storage",
-    "requests.cpu",
-    "requests.memory",
-    "requests.ephemeral-storage",
-    "limits.cpu",
-    "limits.memory",
-    "limits.ephemeral-storage",
-];
+/// The name a compute resource is charged under, without its `requests.` or `limits.` prefix.
+fn unprefixed(resource: &str) -> &str {
+    resource
+        .strip_prefix("requests.")
+        .or_else(|| resource.strip_prefix("limits."))
+        .unwrap_or(resource)
+}
 
-/// Resources every container must name when a quota constrains them (upstream keeps this
-/// for backward compatibility: quotas on cpu and memory predate QoS classes).
-const MUST_SPECIFY: [&str; 6] = [
-    "cpu",
-    "memory",
-    "requests.cpu",
-    "requests.memory",
-    "limits.cpu",
-    "limits.memory",
-];
+/// Resources every container must name when a quota constrains them: cpu and memory under
+/// each of their names (upstream keeps this for backward compatibility: quotas on cpu and
+/// memory predate QoS classes).
+fn must_specify(resource: &str) -> bool {
+    matches!(unprefixed(resource), "cpu" | "memory")
+}
 
 /// A quota whose `status.used` admission changes: its index among the quotas given, and
 /// the new `status.used`.
@@ -132,11 +121,13 @@ pub(crate) fn admit_pod(
     Ok(updates)
 }
 
+/// Whether a quota constrains pods with this resource: their count, and cpu, memory,
+/// ephemeral storage and hugepages under each of their names (`podResources` and the
+/// hugepages prefixes upstream), and extended resources, which are requested only.
 fn pod_resource(name: &str) -> bool {
-    POD_RESOURCES.contains(&name)
-        || name.starts_with("requests.hugepages-")
-        || name.starts_with("limits.hugepages-")
-        || name.starts_with("hugepages-")
+    matches!(name, "pods" | "count/pods")
+        || matches!(unprefixed(name), "cpu" | "memory" | "ephemeral-storage")
+        || unprefixed(name).starts_with("hugepages-")
         || (name.starts_with("requests.") && name.contains('/'))
 }
 
@@ -146,7 +137,7 @@ fn missing_resources(pod: &Value, restricted: &[&String]) -> String {
     let required: BTreeSet<&str> = restricted
         .iter()
         .map(|r| r.as_str())
-        .filter(|r| MUST_SPECIFY.contains(r))
+        .filter(|r| must_specify(r))
         .collect();
     let mut missing: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for container in containers(pod) {
