@@ -160,19 +160,18 @@ mod tests {
 
     #[test]
     fn aggregated_is_asked_for_only_with_its_parameters() {
-        assert!(aggregated_requested(
-            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
-        ));
-        assert!(aggregated_requested(
-            "application/json; as=APIGroupDiscoveryList; v=v2; g=apidiscovery.k8s.io"
-        ));
-        assert!(aggregated_requested(
-            "application/json,application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-        ));
-        assert!(!aggregated_requested("application/json"));
-        assert!(!aggregated_requested(
-            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
-        ));
+        let v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        let reordered = "application/json; as=APIGroupDiscoveryList; v=v2; g=apidiscovery.k8s.io";
+        let v2beta1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+        for (accept, aggregated) in [
+            (format!("{v2},application/json"), true),
+            (reordered.to_string(), true),
+            (format!("application/json,{v2}"), true),
+            ("application/json".to_string(), false),
+            (v2beta1.to_string(), false),
+        ] {
+            assert_eq!(aggregated_requested(&accept), aggregated, "{accept}");
+        }
     }
 
     #[test]

@@ -126,16 +126,11 @@ impl ResourceType {
 
     /// The discovery entries of this type and its subresources.
     pub fn discovery_entries(&self) -> Vec<Value> {
-        let verbs = [
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch",
-        ];
+        // Every type is read and written in full; discovery lists the verbs sorted.
+        let reads = ["get", "list", "watch"];
+        let writes = ["create", "update", "patch", "delete", "deletecollection"];
+        let mut verbs: Vec<&str> = reads.into_iter().chain(writes).collect();
+        verbs.sort_unstable();
         let mut main = json!({
             "name": self.plural,
             "singularName": self.singular,

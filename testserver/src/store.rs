@@ -59,14 +59,22 @@ pub enum Subresource {
 /// Query options of list and watch requests.
 #[derive(Debug, Clone, Default)]
 pub struct ListOptions {
+    /// `labelSelector`, in `labels.Parse`'s syntax.
     pub label_selector: Option<String>,
+    /// `fieldSelector`, in `fields.ParseSelector`'s syntax.
     pub field_selector: Option<String>,
+    /// `limit`: at most this many items, the rest behind a continue token.
     pub limit: Option<usize>,
+    /// `continue`: the token of the page before.
     pub continue_token: Option<String>,
-    pub resource_version: Option<String>,
-    pub resource_version_match: Option<String>,
+    /// `allowWatchBookmarks`.
     pub allow_watch_bookmarks: bool,
+    /// `sendInitialEvents`: a watch starts with the objects as ADDED events.
     pub send_initial_events: Option<bool>,
+    /// `resourceVersion`: where a list is read or a watch starts.
+    pub resource_version: Option<String>,
+    /// `resourceVersionMatch`: how `resourceVersion` is read (`Exact`, `NotOlderThan`).
+    pub resource_version_match: Option<String>,
 }
 
 /// Query options shared by writes.
@@ -95,11 +103,16 @@ pub enum Propagation {
 
 #[derive(Debug, Clone, Default)]
 pub struct DeleteOptions {
-    pub dry_run: bool,
-    pub propagation: Propagation,
+    /// `preconditions.uid`.
     pub precondition_uid: Option<String>,
+    /// `preconditions.resourceVersion`.
     pub precondition_resource_version: Option<String>,
+    /// `dryRun: ["All"]`: checked, not written.
+    pub dry_run: bool,
+    /// `gracePeriodSeconds` (pods only).
     pub grace_period_seconds: Option<i64>,
+    /// `propagationPolicy`.
+    pub propagation: Propagation,
 }
 
 impl DeleteOptions {

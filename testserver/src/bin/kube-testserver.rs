@@ -129,20 +129,27 @@ async fn main() -> ExitCode {
 /// Resolves on Ctrl-C or SIGTERM (how test harnesses and service managers stop it).
 async fn stopped() {
     #[cfg(unix)]
-    {
+    let sigterm = async {
         use tokio::signal::unix::{SignalKind, signal};
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-                return;
+                term.recv().await;
             }
-            Err(err) => eprintln!("kube-testserver: cannot wait for SIGTERM: {err}"),
+            // Ctrl-C alone then stops it.
+            Err(err) => {
+                eprintln!("kube-testserver: cannot wait for SIGTERM: {err}");
+                std::future::pending::<()>().await;
+            }
         }
-    }
-    if tokio::signal::ctrl_c().await.is_err() {
-        eprintln!("kube-testserver: cannot wait for Ctrl-C");
+    };
+    #[cfg(not(unix))]
+    let sigterm = std::future::pending::<()>();
+    tokio::select! {
+        () = sigterm => {}
+        interrupted = tokio::signal::ctrl_c() => {
+            if let Err(err) = interrupted {
+                eprintln!("kube-testserver: cannot wait for Ctrl-C: {err}");
+            }
+        }
     }
 }
