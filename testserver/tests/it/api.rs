@@ -310,12 +310,9 @@ async fn scale_subresource_reads_and_writes_replicas() {
         scale.status.unwrap().selector.as_deref(),
         Some("app=web,tier in (a,b)")
     );
+    let five = Patch::Merge(json!({ "spec": { "replicas": 5 } }));
     let patched = deploys
-        .patch_scale(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "replicas": 5 } })),
-        )
+        .patch_scale("web", &PatchParams::default(), &five)
         .await
         .unwrap();
     assert_eq!(patched.spec.unwrap().replicas, Some(5));
@@ -335,14 +332,14 @@ async fn json_merge_and_strategic_patches() {
     .await
     .unwrap();
 
-    let merged = pods
-        .patch(
-            "p",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "metadata": { "labels": { "a": null, "c": "3" } } })),
-        )
-        .await
-        .unwrap();
+    let merged = common::merge_patch(
+        &pods,
+        "p",
+        None,
+        json!({ "metadata": { "labels": { "a": null, "c": "3" } } }),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         merged.metadata.labels.unwrap(),
         [("b".into(), "2".into()), ("c".into(), "3".into())].into()
@@ -560,10 +557,11 @@ async fn finalizers_hold_deletion_until_removed() {
     cms.delete("f", &DeleteParams::default()).await.unwrap();
     let held = cms.get("f").await.unwrap();
     assert!(held.metadata.deletion_timestamp.is_some());
-    cms.patch(
+    common::merge_patch(
+        &cms,
         "f",
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
+        None,
+        json!({ "metadata": { "finalizers": null } }),
     )
     .await
     .unwrap();
@@ -619,14 +617,12 @@ async fn garbage_collector_deletes_dependents_of_deleted_owners() {
         }] } }))
         .unwrap()
     };
-    secrets
-        .create(&PostParams::default(), &dependent("dep"))
-        .await
-        .unwrap();
-    secrets
-        .create(&PostParams::default(), &dependent("kept"))
-        .await
-        .unwrap();
+    for name in ["dep", "kept"] {
+        secrets
+            .create(&PostParams::default(), &dependent(name))
+            .await
+            .unwrap();
+    }
     cms.delete(
         "owner",
         &DeleteParams {
@@ -877,10 +873,11 @@ async fn watch_sends_bookmarks_and_honours_filters() {
     .await
     .unwrap();
     // Relabelling out of the selector is seen as DELETED by a filtered watch.
-    pods.patch(
+    common::merge_patch(
+        &pods,
         "w",
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "metadata": { "labels": { "app": "db" } } })),
+        None,
+        json!({ "metadata": { "labels": { "app": "db" } } }),
     )
     .await
     .unwrap();
@@ -944,8 +941,7 @@ async fn injected_faults_and_the_request_log() {
     let gets: Vec<u16> = server
         .requests()
         .iter()
-        .filter(|r| r.is("get", "configmaps", ""))
-        .map(|r| r.code)
+        .filter_map(|r| r.is("get", "configmaps", "").then_some(r.code))
         .collect();
     assert_eq!(gets, vec![429, 200]);
 

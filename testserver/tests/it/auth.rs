@@ -1,6 +1,8 @@
 //! Authentication, RBAC from stored roles, TokenRequest and the ResourceClaim binding rule, as
 //! the API server has them, through kube-rs's own client.
 
+use crate::common;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -258,14 +260,14 @@ async fn gpu_claim(server: &TestServer) -> Api<ResourceClaim> {
 /// A claim with an allocation, and a user allowed to write claims' status but not to bind.
 async fn claim_and_writer(server: &TestServer, binding_verbs: &[&str]) -> Api<ResourceClaim> {
     let claims = gpu_claim(server).await;
-    claims
-        .patch_status(
-            "gpu",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": { "allocation": { "devices": { "results": [] } } } })),
-        )
-        .await
-        .unwrap();
+    common::merge_patch(
+        &claims,
+        "gpu",
+        Some("status"),
+        json!({ "status": { "allocation": { "devices": { "results": [] } } } }),
+    )
+    .await
+    .unwrap();
     let mut rules = vec![
         json!({ "apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims", "resourceclaims/status"], "verbs": ["get", "update", "patch"] }),
     ];
@@ -302,14 +304,14 @@ async fn changing_reservations_or_allocations_needs_the_binding_subresource() {
     let server = TestServer::start().await;
     let writer = claim_and_writer(&server, &["update"]).await;
     // A status write that leaves both fields alone needs nothing more.
-    writer
-        .patch_status(
-            "gpu",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": { "devices": [] } })),
-        )
-        .await
-        .unwrap();
+    common::merge_patch(
+        &writer,
+        "gpu",
+        Some("status"),
+        json!({ "status": { "devices": [] } }),
+    )
+    .await
+    .unwrap();
     // update: allowed by `update` on resourceclaims/binding.
     let mut claim = writer.get("gpu").await.unwrap();
     claim.status.as_mut().unwrap().reserved_for = Some(vec![
@@ -380,12 +382,7 @@ async fn an_authorizer_function_is_asked_about_binding_too() {
 /// bearer tokens work as over HTTP, and each client keeps one connection for its requests.
 #[tokio::test]
 async fn https_with_client_certificates_and_tokens() {
-    let server = TestServer::start_with(kube_testserver::Options {
-        tls: true,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let server = common::start_with(|o| o.tls = true).await;
     assert!(server.url().starts_with("https://127.0.0.1:"));
     server.reviews().set_tokenless_user(UserInfo::anonymous());
     alices_roles(&server);

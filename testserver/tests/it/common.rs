@@ -37,3 +37,39 @@ pub async fn kubectl(kubeconfig: &Path, args: &[&str]) -> Output {
     );
     output
 }
+
+/// A JSON merge patch (`kubectl patch --type merge`) of the named object, or of its
+/// `subresource` (`Some("status")`).
+pub async fn merge_patch<K, P>(
+    api: &kube::Api<K>,
+    name: &str,
+    subresource: Option<&str>,
+    patch: P,
+) -> kube::Result<K>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    P: serde::Serialize + std::fmt::Debug,
+{
+    let (params, patch) = (
+        kube::api::PatchParams::default(),
+        kube::api::Patch::Merge(patch),
+    );
+    match subresource {
+        None => api.patch(name, &params, &patch).await,
+        Some(subresource) => {
+            api.patch_subresource(subresource, name, &params, &patch)
+                .await
+        }
+    }
+}
+
+/// A server started with the default options but for what `set` changes.
+pub async fn start_with(
+    set: impl FnOnce(&mut kube_testserver::Options),
+) -> kube_testserver::TestServer {
+    let mut options = kube_testserver::Options::default();
+    set(&mut options);
+    kube_testserver::TestServer::start_with(options)
+        .await
+        .expect("the server starts")
+}

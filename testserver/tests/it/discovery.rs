@@ -140,12 +140,7 @@ async fn pod_groups_are_served_only_when_enabled() {
         "{err}"
     );
 
-    let server = TestServer::start_with(kube_testserver::Options {
-        pod_groups: true,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let server = common::start_with(|o| o.pod_groups = true).await;
     let discovery = Discovery::new(server.client()).run().await.unwrap();
     let scheduling = discovery.get("scheduling.k8s.io").unwrap();
     assert_eq!(
@@ -186,14 +181,14 @@ async fn pod_groups_are_served_only_when_enabled() {
         "{err}"
     );
     // The claims are immutable, and checked on create.
-    let err = api
-        .patch(
-            "gang",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "resourceClaims": [] } })),
-        )
-        .await
-        .unwrap_err();
+    let err = common::merge_patch(
+        &api,
+        "gang",
+        None,
+        json!({ "spec": { "resourceClaims": [] } }),
+    )
+    .await
+    .unwrap_err();
     assert!(
         err.to_string()
             .contains("spec.resourceClaims: Invalid value: \"null\": field is immutable"),

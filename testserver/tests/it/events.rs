@@ -67,12 +67,9 @@ async fn a_core_event_and_its_repeats_read_through_events_k8s_io() {
         .unwrap();
     // client-go's repeat: a strategic-merge patch of count, lastTimestamp and message.
     let patch = json!({ "count": 2, "lastTimestamp": "2026-01-01T10:05:00Z", "message": "No matching pods found" });
+    let strategic = Patch::Strategic(patch);
     let patched = core
-        .patch(
-            "web.181a2b3c4d5e6f70",
-            &PatchParams::default(),
-            &Patch::Strategic(patch),
-        )
+        .patch("web.181a2b3c4d5e6f70", &PatchParams::default(), &strategic)
         .await
         .unwrap();
     assert_eq!(patched.count, Some(2));

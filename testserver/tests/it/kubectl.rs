@@ -328,12 +328,7 @@ async fn kubectl_drain_evicts_within_the_budget() {
             // The disruption controller, once the evicted pod is gone (and after the second
             // eviction was refused), finds the budget healthy enough for one more.
             if removed.get() == 1 && !restored.get() && evictions(429) > 0 {
-                budgets
-                    .patch_status(
-                        "web",
-                        &PatchParams::default(),
-                        &Patch::Merge(one_left.clone()),
-                    )
+                common::merge_patch(&budgets, "web", Some("status"), one_left.clone())
                     .await
                     .unwrap();
                 restored.set(true);

@@ -8,7 +8,7 @@ use common::{DEADLINE, eventually, http_request};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, WatchEvent, WatchParams};
+use kube::api::{Api, DeleteParams, WatchEvent, WatchParams};
 use kube::core::Status;
 use kube_testserver::testing::RawResponse;
 use kube_testserver::{TestServer, UserInfo};
@@ -229,14 +229,14 @@ async fn binding_is_refused_as_the_binding_rest_refuses_it() {
 
     // A pod being deleted (held by a finalizer) cannot be bound.
     seed_pod(&server, "held", None, false);
-    pods(&server, "default")
-        .patch(
-            "held",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "metadata": { "finalizers": ["example.com/hold"] } })),
-        )
-        .await
-        .unwrap();
+    common::merge_patch(
+        &pods(&server, "default"),
+        "held",
+        None,
+        json!({ "metadata": { "finalizers": ["example.com/hold"] } }),
+    )
+    .await
+    .unwrap();
     pods(&server, "default")
         .delete("held", &DeleteParams::default())
         .await
@@ -434,14 +434,14 @@ async fn a_budget_its_controller_has_not_seen_yet_refuses() {
     .await;
     // A spec change bumps the generation past what the status observed.
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(server.client(), "default");
-    budgets
-        .patch(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "minAvailable": 2 } })),
-        )
-        .await
-        .unwrap();
+    common::merge_patch(
+        &budgets,
+        "web",
+        None,
+        json!({ "spec": { "minAvailable": 2 } }),
+    )
+    .await
+    .unwrap();
     let refused = evict(&server, "web-1", "").await;
     assert_eq!(refused.refusal(), (429, VIOLATES));
     assert!(
@@ -498,14 +498,14 @@ async fn if_healthy_budget_spares_an_unready_pod_only_while_the_budget_is_health
 
     // Healthy again: the unready pod goes, and the budget keeps its disruptions.
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(server.client(), "default");
-    budgets
-        .patch_status(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": { "currentHealthy": 2 } })),
-        )
-        .await
-        .unwrap();
+    common::merge_patch(
+        &budgets,
+        "web",
+        Some("status"),
+        json!({ "status": { "currentHealthy": 2 } }),
+    )
+    .await
+    .unwrap();
     assert!(evict(&server, "web-1", "").await.succeeded());
     let budget = budget_json(&server, "web").await;
     assert_eq!(budget["status"]["disruptionsAllowed"], 0);
@@ -646,10 +646,11 @@ async fn a_bound_pod_terminates_for_its_grace_period() {
     );
 
     // The kubelet's status update of a terminating pod keeps it; its delete with 0 ends it.
-    api.patch_status(
+    common::merge_patch(
+        &api,
         "p",
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "status": { "phase": "Succeeded" } })),
+        Some("status"),
+        json!({ "status": { "phase": "Succeeded" } }),
     )
     .await
     .unwrap();
@@ -718,19 +719,21 @@ async fn finalizers_hold_a_pod_past_its_grace_period() {
     let server = TestServer::start().await;
     let api = pods(&server, "default");
     seed_pod(&server, "p", Some("n1"), true);
-    api.patch(
+    common::merge_patch(
+        &api,
         "p",
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "metadata": { "finalizers": ["example.com/hold"] } })),
+        None,
+        json!({ "metadata": { "finalizers": ["example.com/hold"] } }),
     )
     .await
     .unwrap();
     api.delete("p", &DeleteParams::default()).await.unwrap();
     // The finalizer gone during the grace period: the pod still waits for the kubelet.
-    api.patch(
+    common::merge_patch(
+        &api,
         "p",
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
+        None,
+        json!({ "metadata": { "finalizers": null } }),
     )
     .await
     .unwrap();
@@ -738,20 +741,22 @@ async fn finalizers_hold_a_pod_past_its_grace_period() {
         pod_json(&server, "p").await["metadata"]["deletionGracePeriodSeconds"],
         30
     );
-    api.patch(
+    common::merge_patch(
+        &api,
         "p",
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "metadata": { "finalizers": ["example.com/hold"] } })),
+        None,
+        json!({ "metadata": { "finalizers": ["example.com/hold"] } }),
     )
     .await
     .unwrap();
     kubelet_removes(&server, "p").await;
     let held = pod_json(&server, "p").await;
     assert_eq!(held["metadata"]["deletionGracePeriodSeconds"], 0);
-    api.patch(
+    common::merge_patch(
+        &api,
         "p",
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
+        None,
+        json!({ "metadata": { "finalizers": null } }),
     )
     .await
     .unwrap();

@@ -1,6 +1,8 @@
 //! `application/vnd.kubernetes.protobuf` on the wire: bodies as kubectl's typed clients send
 //! them, and answers for a client that accepts nothing else.
 
+use crate::common;
+
 use std::net::SocketAddr;
 
 use k8s_openapi::api::core::v1::{Namespace, Node};
@@ -44,12 +46,7 @@ async fn request(
 /// As a server (or aggregated API) that answers only JSON.
 #[tokio::test]
 async fn protobuf_create_is_stored_and_answered_in_json_when_json_is_accepted() {
-    let server = TestServer::start_with(kube_testserver::Options {
-        protobuf: false,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let server = common::start_with(|o| o.protobuf = false).await;
     let (status, head, body) = request(
         server.addr(),
         "POST",
@@ -363,12 +360,7 @@ const METADATA_FIRST: &str = "application/vnd.kubernetes.protobuf;as=PartialObje
 #[tokio::test]
 async fn writes_answer_the_written_metadata_alone_when_asked() {
     for protobuf in [true, false] {
-        let server = kube_testserver::TestServer::start_with(kube_testserver::Options {
-            protobuf,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+        let server = common::start_with(|o| o.protobuf = protobuf).await;
         let addr = server.addr();
         let json = [("Content-Type", "application/json")];
         let node = br#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"},"status":{"capacity":{"cpu":"4"}}}"#;

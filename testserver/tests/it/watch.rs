@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube_testserver::{Fault, TestServer};
@@ -16,6 +16,15 @@ use serde_json::json;
 
 fn cm(name: &str) -> ConfigMap {
     serde_json::from_value(json!({ "metadata": { "name": name } })).unwrap()
+}
+
+/// The default namespace's config maps, with these created.
+async fn config_maps(server: &TestServer, names: &[&str]) -> Api<ConfigMap> {
+    let api = Api::namespaced(server.client(), "default");
+    for name in names {
+        api.create(&PostParams::default(), &cm(name)).await.unwrap();
+    }
+    api
 }
 
 fn names(store: &Store<ConfigMap>) -> BTreeSet<String> {
@@ -50,10 +59,7 @@ async fn wait_for(store: &Store<ConfigMap>, want: BTreeSet<String>) {
 #[tokio::test]
 async fn reflector_resumes_after_a_dropped_watch_without_relisting() {
     let server = TestServer::start().await;
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    for n in ["a", "b", "c"] {
-        api.create(&PostParams::default(), &cm(n)).await.unwrap();
-    }
+    let api = config_maps(&server, &["a", "b", "c"]).await;
     let store = reflect(api.clone(), watcher::Config::default());
     wait_for(&store, set(&["a", "b", "c"])).await;
     common::eventually("watch open", common::DEADLINE, || async {
@@ -75,10 +81,7 @@ async fn reflector_resumes_after_a_dropped_watch_without_relisting() {
 #[tokio::test]
 async fn reflector_relists_after_410_and_drops_objects_deleted_meanwhile() {
     let server = TestServer::start().await;
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    for n in ["a", "b", "c"] {
-        api.create(&PostParams::default(), &cm(n)).await.unwrap();
-    }
+    let api = config_maps(&server, &["a", "b", "c"]).await;
     let store = reflect(api.clone(), watcher::Config::default());
     wait_for(&store, set(&["a", "b", "c"])).await;
 
@@ -145,7 +148,7 @@ async fn paged_initial_list_and_streaming_list_both_fill_the_store() {
 #[tokio::test]
 async fn watch_events_can_be_delayed() {
     let server = TestServer::start().await;
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let api = config_maps(&server, &[]).await;
     let store = reflect(api.clone(), watcher::Config::default());
     wait_for(&store, set(&[])).await;
     common::eventually("watch open", common::DEADLINE, || async {
@@ -172,12 +175,8 @@ async fn watch_events_can_be_delayed() {
 /// sent only when bookmarks are allowed; the options checked as `ValidateListOptions` does.
 #[tokio::test]
 async fn streaming_lists_are_served_as_the_api_server_serves_them() {
-    use kube::api::{ListParams, WatchEvent, WatchParams};
     let server = TestServer::start().await;
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    for n in ["a", "b"] {
-        api.create(&PostParams::default(), &cm(n)).await.unwrap();
-    }
+    let api = config_maps(&server, &["a", "b"]).await;
     let listed_at = api
         .list(&ListParams::default())
         .await
@@ -229,15 +228,8 @@ async fn streaming_lists_are_served_as_the_api_server_serves_them() {
 /// legacy watch from "" still gets the objects as ADDED, with no bookmark ending them.
 #[tokio::test]
 async fn a_server_without_watch_list_refuses_streaming_lists() {
-    use kube::api::WatchParams;
-    let server = TestServer::start_with(kube_testserver::Options {
-        watch_list: false,
-        ..kube_testserver::Options::default()
-    })
-    .await
-    .unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let server = common::start_with(|o| o.watch_list = false).await;
+    let api = config_maps(&server, &["a"]).await;
     let params = WatchParams::streaming_lists().timeout(5);
     let Err(kube::Error::Api(status)) = api.watch(&params, "").await.map(|_| ()) else {
         panic!("a streaming list is refused");
@@ -259,8 +251,7 @@ async fn a_server_without_watch_list_refuses_streaming_lists() {
 #[tokio::test]
 async fn the_bytes_sent_are_counted() {
     let server = TestServer::start().await;
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), "default");
-    api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    config_maps(&server, &["a"]).await;
     let before = server.bytes_sent();
     let path = "/api/v1/namespaces/default/configmaps";
     let raw = kube_testserver::testing::http_get(server.addr(), path)
