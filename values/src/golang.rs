@@ -1,6 +1,6 @@
 //! Go's renderings of values, and `strconv`'s parsing, so error messages, events and flags read
-//! as upstream's: `%q` of a string, `%v` and `%#v` of a `[]string`, `%v` of the API types
-//! upstream embeds, `strconv.Atoi` and `strconv.ParseBool`.
+//! as upstream's: `%q` of a string, `%v` and `json.Marshal` of a `[]string`, `%v` of the API
+//! types upstream embeds, `strconv.Atoi` and `strconv.ParseBool`.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
@@ -56,23 +56,49 @@ fn go_printable(c: char) -> bool {
         ))
 }
 
-/// Go's `%v` of a `[]string`: `[a b]`, elements unquoted; nil and empty alike give `[]`. The
+/// fmt's `%v` of a `[]string`: `[a b]`, elements unquoted; nil and empty alike give `[]`. The
 /// generated `String()` of the API types prints their slices so (`LabelSelectorRequirement`'s
 /// `Values`).
-pub fn go_string_slice_plain(values: &[String]) -> String {
+pub fn go_fmt_string_slice(values: &[String]) -> String {
     format!("[{}]", values.join(" "))
 }
 
-/// Go's `%#v` of a `[]string`, a Go literal: `[]string{"a", "b"}`, elements `%q`. Empty is
-/// printed as the nil slice, `[]string(nil)`, which is what the callers hold when they have
-/// no values (`labels.NewRequirement` gets `LabelSelectorRequirement.Values` as decoded). This
-/// is how `field.Error` printed a `[]string` bad value (its `%#v` fallback).
-pub fn go_string_slice_literal(values: &[String]) -> String {
+/// encoding/json's `json.Marshal` of a `[]string`: `["a","b"]`, each string escaped as Go
+/// escapes it (`<`, `>`, `&`, U+2028 and U+2029 too). Empty is printed as the nil slice,
+/// `null`, which is what the callers hold when they have no values (`labels.NewRequirement`
+/// gets `append([]string(nil), values...)`). `field.Error` prints a `[]string` bad value so
+/// (apimachinery's `ErrorBody`, since v0.34).
+pub fn go_json_string_slice(values: &[String]) -> String {
     if values.is_empty() {
-        return "[]string(nil)".to_string();
+        return "null".to_string();
     }
-    let quoted: Vec<String> = values.iter().map(|v| go_quote(v)).collect();
-    format!("[]string{{{}}}", quoted.join(", "))
+    let mut out = String::from("[");
+    for (i, value) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('"');
+        for c in value.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\u{08}' => out.push_str("\\b"),
+                '\u{0C}' => out.push_str("\\f"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                c if (c as u32) < 0x20
+                    || matches!(c, '<' | '>' | '&' | '\u{2028}' | '\u{2029}') =>
+                {
+                    out.push_str(&format!("\\u{:04x}", c as u32));
+                }
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    out.push(']');
+    out
 }
 
 /// Go's `%v` of a `*metav1.LabelSelector`: its generated `String()` (gogo protobuf) in
@@ -93,7 +119,7 @@ pub fn go_label_selector(selector: Option<&LabelSelector>) -> String {
             "LabelSelectorRequirement{{Key:{},Operator:{},Values:{},}},",
             req.key,
             req.operator,
-            go_string_slice_plain(req.values.as_deref().unwrap_or_default())
+            go_fmt_string_slice(req.values.as_deref().unwrap_or_default())
         ));
     }
     out.push_str("},}");
@@ -163,6 +189,26 @@ mod tests {
 LabelSelectorRequirement{Key:tier,Operator:In,Values:[a b],},\
 LabelSelectorRequirement{Key:gone,Operator:DoesNotExist,Values:[],},\
 LabelSelectorRequirement{Key:e,Operator:NotIn,Values:[],},},}"
+        );
+    }
+
+    #[test]
+    fn go_json_string_slice_matches_json_marshal() {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(go_json_string_slice(&[]), "null");
+        assert_eq!(
+            go_json_string_slice(&strings(&["qux", "norf"])),
+            r#"["qux","norf"]"#
+        );
+        assert_eq!(go_json_string_slice(&strings(&[""])), r#"[""]"#);
+        // Controls are escaped, DEL is not.
+        assert_eq!(
+            go_json_string_slice(&strings(&["a\"b\\c", "\u{08}\u{0C}\n\r\t\u{01}\u{7F}"])),
+            "[\"a\\\"b\\\\c\",\"\\b\\f\\n\\r\\t\\u0001\u{7F}\"]"
+        );
+        assert_eq!(
+            go_json_string_slice(&strings(&["<a&b>", "\u{2028}\u{2029}", "héllo 日本 😀"])),
+            r#"["\u003ca\u0026b\u003e","\u2028\u2029","héllo 日本 😀"]"#
         );
     }
 

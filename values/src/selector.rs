@@ -11,7 +11,7 @@ use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::golang::{go_atoi, go_quote, go_string_slice_literal};
+use crate::golang::{go_atoi, go_json_string_slice, go_quote};
 use crate::validation::{aggregate, field_invalid, label_key_errors, label_value_errors};
 
 mod parse;
@@ -105,8 +105,8 @@ pub struct Requirement {
 impl Requirement {
     /// `labels.NewRequirement`: validates the key, the value count for the operator, that
     /// `>` and `<` compare with integers, and every value. All problems are reported together,
-    /// as upstream aggregates them. An empty `values` is rendered as Go's nil slice, which is
-    /// what `LabelSelectorAsSelector` passes.
+    /// as upstream aggregates them. An empty `values` is rendered as Go's nil slice (`null`),
+    /// which is what `LabelSelectorAsSelector` passes.
     pub fn new(key: &str, operator: Operator, values: Vec<String>) -> Result<Self, SelectorError> {
         let mut errs = Vec::new();
         let key_errs = label_key_errors(key);
@@ -133,7 +133,7 @@ impl Requirement {
         if let Some(detail) = count_problem {
             errs.push(field_invalid(
                 "values",
-                &go_string_slice_literal(&values),
+                &go_json_string_slice(&values),
                 detail,
             ));
         }
@@ -390,7 +390,7 @@ mod tests {
                     {"key": "baz", "operator": "Exists", "values": ["qux", "norf"]}
                 ]}))),
                 Err(
-                    "values: Invalid value: []string{\"qux\", \"norf\"}: values set must be \
+                    "values: Invalid value: [\"qux\",\"norf\"]: values set must be \
                      empty for exists and does not exist",
                 ),
             ),
@@ -543,7 +543,7 @@ mod tests {
 
     #[test]
     fn in_and_notin_need_values() {
-        let want = "values: Invalid value: []string(nil): for 'in', 'notin' operators, values set \
+        let want = "values: Invalid value: null: for 'in', 'notin' operators, values set \
                     can't be empty";
         for op in ["In", "NotIn"] {
             assert_eq!(
@@ -568,7 +568,7 @@ mod tests {
                 err_of(
                     json!({"matchExpressions": [{"key": "a", "operator": op, "values": ["x"]}]})
                 ),
-                "values: Invalid value: []string{\"x\"}: values set must be empty for exists and \
+                "values: Invalid value: [\"x\"]: values set must be empty for exists and \
                  does not exist"
             );
         }
@@ -708,7 +708,7 @@ mod tests {
             err_of(json!({"matchExpressions": [{"key": "", "operator": "In"}]})),
             format!(
                 "[key: Invalid value: \"\": name part must be non-empty; name part \
-                 {KEY_REGEX_MSG}, values: Invalid value: []string(nil): for 'in', 'notin' \
+                 {KEY_REGEX_MSG}, values: Invalid value: null: for 'in', 'notin' \
                  operators, values set can't be empty]"
             )
         );
@@ -724,7 +724,7 @@ mod tests {
         assert_eq!(
             Requirement::new("k", Operator::Equals, vec![]),
             Err(SelectorError::Invalid(
-                "values: Invalid value: []string(nil): exact-match compatibility requires one \
+                "values: Invalid value: null: exact-match compatibility requires one \
                  single value"
                     .to_string()
             ))
