@@ -1,7 +1,7 @@
 //! apimachinery's name rules (`api/validate/content`: label keys and values, DNS-1123
 //! subdomains) with their messages, and `field.ErrorList`'s way of printing what fails them.
-//! The `*_errors` functions return upstream's messages in its order, one per failed rule, so
-//! a caller can wrap each in its own field error as upstream's validators do.
+//! The `*_errors` functions return upstream's messages in its order, one per failed rule, for
+//! the selectors' field errors; the `is_*` ones say whether a name passes.
 
 const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_KEY_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must \
@@ -24,7 +24,7 @@ pub fn is_qualified_name(value: &str) -> bool {
 }
 
 /// `content.IsLabelKey` (a.k.a. IsQualifiedName): optional DNS subdomain prefix and '/'.
-pub fn label_key_errors(key: &str) -> Vec<String> {
+pub(crate) fn label_key_errors(key: &str) -> Vec<String> {
     let mut errs = Vec::new();
     let parts: Vec<&str> = key.split('/').collect();
     let name = match parts.as_slice() {
@@ -72,7 +72,7 @@ fn label_key_regex_error() -> String {
 }
 
 /// `content.IsLabelValue`: empty is allowed.
-pub fn label_value_errors(value: &str) -> Vec<String> {
+pub(crate) fn label_value_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > LABEL_MAX_LEN {
         errs.push(max_len_error(LABEL_MAX_LEN));
@@ -94,7 +94,7 @@ pub fn is_dns1123_subdomain(value: &str) -> bool {
 }
 
 /// `content.IsDNS1123Subdomain`.
-pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
+fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > DNS1123_SUBDOMAIN_MAX_LEN {
         errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX_LEN));
@@ -162,12 +162,12 @@ fn regex_error(msg: &str, re: &str, examples: &[&str]) -> String {
 }
 
 /// `field.Invalid(path, value, detail).Error()`; `bad` is already Go-formatted.
-pub fn field_invalid(path: &str, bad: &str, detail: &str) -> String {
+pub(crate) fn field_invalid(path: &str, bad: &str, detail: &str) -> String {
     format!("{path}: Invalid value: {bad}: {detail}")
 }
 
 /// `ErrorList.ToAggregate().Error()`: duplicates dropped, several wrapped in brackets.
-pub fn aggregate(errs: Vec<String>) -> String {
+pub(crate) fn aggregate(errs: Vec<String>) -> String {
     let mut unique: Vec<String> = Vec::with_capacity(errs.len());
     for e in errs {
         if !unique.contains(&e) {
