@@ -39,6 +39,9 @@
 //! (`KCM_BENCH_REAL_RUNS`, default `json,protobuf,upstream`): kcm with
 //! `--kube-api-content-type=application/json`, kcm with its default (protobuf), and upstream's
 //! `kube-controller-manager` with the four controllers kcm shares with it that act here.
+//! `KCM_SCALE_STEADY_SECS=600` ends each run with a steady churn (`KCM_SCALE_STEADY_RATE`
+//! changes a second, default 10) and measures the lag from each change to the PDB or quota
+//! status that reflects it (common/steady.rs).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -50,6 +53,7 @@ use kube_testserver::TestServer;
 
 mod common;
 use common::real;
+use common::steady::{self, Lags};
 use common::world::{Model, Size, chosen_size, converge, secs, seeded_server};
 use common::{metric_by_label, rss_mib};
 use kcm_testsupport::free_port;
@@ -483,6 +487,17 @@ fn less_idle(cpu: f64, idle_rate: f64, window: Duration) -> String {
     )
 }
 
+/// `KCM_SCALE_STEADY_SECS` (default 0: none) and `KCM_SCALE_STEADY_RATE` (changes a second,
+/// default 10): the steady churn each run ends with on the real control plane.
+fn steady_churn_settings() -> Option<(f64, Duration)> {
+    let secs: u64 = std::env::var("KCM_SCALE_STEADY_SECS").ok()?.parse().ok()?;
+    let rate = std::env::var("KCM_SCALE_STEADY_RATE")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(10.0);
+    (secs > 0).then(|| (rate, Duration::from_secs(secs)))
+}
+
 /// `KCM_BENCH_REAL=1`: see the module doc.
 async fn real_control_plane(size: Size, timeout: Duration) {
     let Some(assets) = envtest::assets() else {
@@ -611,6 +626,35 @@ async fn real_control_plane(size: Size, timeout: Duration) {
             "controller manager peak RSS, whole run",
             format!("{peak_all:.1} MiB"),
         );
+        if let Some((rate, duration)) = steady_churn_settings() {
+            let (cpu_before, _) = usage(pid);
+            let (api_cpu_before, _) = usage(api);
+            let start = Instant::now();
+            let (_, lags) = steady::steady_churn(&client, model, rate, duration).await;
+            let window = start.elapsed();
+            let figure =
+                |what: &str| format!("steady churn ({rate}/s for {}): {what}", secs(duration));
+            report.add(
+                figure("PDB lag p50 / p99 / max (changes)"),
+                Lags::summary(&lags.pdb),
+            );
+            report.add(
+                figure("quota lag after a deletion p50 / p99 / max (changes)"),
+                Lags::summary(&lags.quota),
+            );
+            report.add(
+                figure("statuses never right, PDB / quota"),
+                format!("{} / {}", lags.missed_pdb, lags.missed_quota),
+            );
+            report.add(
+                figure("controller manager CPU"),
+                format!("{:.2} s", usage(pid).0 - cpu_before),
+            );
+            report.add(
+                figure("API server CPU less idle"),
+                less_idle(usage(api).0 - api_cpu_before, idle_rate, window),
+            );
+        }
         drop(manager);
         reports.push((run.to_string(), report));
     }

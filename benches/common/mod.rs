@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod real;
+pub mod steady;
 pub mod world;
 
 /// The kcm binary running one controller against `kubeconfig`, without leader election or

@@ -36,7 +36,7 @@ where
 
 /// A pod created, then given the status its JSON has (the API server drops a created
 /// object's status).
-async fn create_pod(client: &Client, ns: &str, pod: &PodModel, node: &str) {
+pub async fn create_pod(client: &Client, ns: &str, pod: &PodModel, node: &str) {
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);
     let body = pod_json(ns, pod, node);
     let status = body["status"].clone();
