@@ -329,6 +329,38 @@ impl Drop for HealthFloor {
     }
 }
 
+/// Resolves at the first status of PDB `name` that records an eviction. A watch sees every
+/// status write; polling can miss the entry, which lives only until the controller sees the
+/// evicted pod terminating (often less than a poll's interval).
+async fn first_eviction_recorded(run: &Run, name: &str) -> tokio::task::JoinHandle<()> {
+    let (listed, is_listed) = tokio::sync::oneshot::channel();
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let events = watcher(run.api::<PodDisruptionBudget>(), config);
+    let task = tokio::spawn(async move {
+        let mut events = std::pin::pin!(events);
+        let mut listed = Some(listed);
+        while let Some(event) = events.next().await {
+            let pdb = match event {
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(listed) = listed.take() {
+                        let _ = listed.send(());
+                    }
+                    continue;
+                }
+                Ok(watcher::Event::Apply(pdb) | watcher::Event::InitApply(pdb)) => pdb,
+                _ => continue,
+            };
+            let recorded = pdb.status.and_then(|s| s.disrupted_pods);
+            if recorded.is_some_and(|pods| !pods.is_empty()) {
+                return;
+            }
+        }
+    });
+    // The drain starts only once the watch has listed, so that no status write is missed.
+    let _ = is_listed.await;
+    task
+}
+
 /// What `kubectl drain` did: whether it finished, how often it was refused for each pod,
 /// how long it took, and what it printed.
 #[derive(Debug)]
@@ -947,17 +979,12 @@ async fn drain_completes_while_the_leader_is_killed_and_the_standby_takes_over()
         run.budgeted("web", 6, json!({ "minAvailable": 5 }), 1)
             .await;
         let floor = HealthFloor::watch(&run).await;
-        let pdbs = run.api::<PodDisruptionBudget>();
+        let evicted = first_eviction_recorded(&run, "web").await;
         let draining = tokio::spawn(drain(cluster, run.node(0)));
-        eventually("the first eviction is recorded", DEADLINE, || async {
-            pdbs.get("web")
-                .await
-                .ok()
-                .and_then(|p| p.status)
-                .and_then(|s| s.disrupted_pods)
-                .is_some_and(|d| !d.is_empty())
-        })
-        .await;
+        tokio::time::timeout(DEADLINE, evicted)
+            .await
+            .expect("the first eviction is recorded")
+            .expect("the PDB watch");
         five.kill(0);
         let drained = draining.await.expect("the drain task");
         assert!(drained.completed, "{}\n{}", drained.output, five.logs());
