@@ -723,7 +723,7 @@ async fn while_the_pod_watch_fails_budgets_are_computed_from_a_live_list() {
     kcm.stop().await;
 }
 
-/// Issue 28, as seen beside kube-controller-manager: a PDB's selector changes and the
+/// As kube-controller-manager does it: a PDB's selector changes and the
 /// controller's next `UnmanagedPods` warning carries the new selector. client-go keys a
 /// repeat on the message, so the new text is a second event; the first keeps its own text.
 #[tokio::test]

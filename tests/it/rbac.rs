@@ -453,8 +453,8 @@ async fn with_deploys_rbac_every_request_is_allowed() {
     assert_eq!(refused(&server), Vec::<String>::new());
 }
 
-/// Issue 22's bug: deploy/'s resourceclaim role without `resourceclaims/binding` (as it was)
-/// cannot reserve a claim on a 1.36 API server.
+/// A resourceclaim role without `resourceclaims/binding` (as deploy/ once had it) cannot
+/// reserve a claim on a 1.36 API server.
 #[tokio::test]
 async fn without_the_binding_permission_a_reservation_is_refused_as_the_api_server_refuses_it() {
     let server = TestServer::start().await;
