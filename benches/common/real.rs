@@ -17,8 +17,8 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::world::{
-    Model, PodModel, TTL_ANNOTATION, expected_ttl, node_json, node_name, ns_name, pdb_json,
-    pod_json, quota_json, secs,
+    Model, PodModel, TTL_ANNOTATION, expected_ttl, node_json, node_name, ns_index, ns_name,
+    pdb_json, pod_json, quota_json, secs,
 };
 
 /// Requests in flight while seeding and churning.
@@ -93,11 +93,6 @@ pub async fn seed(client: &Client, model: &Model) {
         .collect::<Vec<()>>()
         .await;
     println!("seeded through the API in {}", secs(started.elapsed()));
-}
-
-/// The index of namespace `ns-<n>`.
-fn ns_index(ns: &str) -> Option<usize> {
-    ns.strip_prefix("ns-")?.parse().ok()
 }
 
 /// The namespace/name keys of the objects a watch shows as right, kept through the watcher's

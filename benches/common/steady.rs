@@ -24,7 +24,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::real::create_pod;
-use super::world::{Model, PodModel, ns_name, pod_json, secs};
+use super::world::{Model, PodModel, ns_index, ns_name, pod_json, secs};
 
 /// How long the bench waits, after the last change, for the statuses still awaited.
 const SETTLE: Duration = Duration::from_secs(60);
@@ -76,10 +76,6 @@ impl Lags {
             sorted.len()
         )
     }
-}
-
-fn ns_index(ns: &str) -> Option<usize> {
-    ns.strip_prefix("ns-")?.parse().ok()
 }
 
 /// Follows one kind's watch, taking a lag whenever an awaited status is first right.

@@ -60,6 +60,11 @@ pub fn ns_name(n: usize) -> String {
     format!("ns-{n:05}")
 }
 
+/// The index of namespace `ns-<n>` (`ns_name`'s inverse).
+pub fn ns_index(ns: &str) -> Option<usize> {
+    ns.strip_prefix("ns-")?.parse().ok()
+}
+
 pub fn node_name(i: usize) -> String {
     format!("node-{i:05}")
 }
