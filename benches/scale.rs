@@ -54,6 +54,7 @@ use kube_testserver::TestServer;
 mod common;
 use common::real;
 use common::steady::{self, Lags};
+use common::takeover;
 use common::world::{Model, Size, chosen_size, converge, secs, seeded_server};
 use common::{metric_by_label, rss_mib};
 use kcm_testsupport::free_port;
@@ -423,24 +424,31 @@ const UPSTREAM_CONTROLLERS: &str =
     "resourcequota-controller,disruption-controller,ttl-controller,resourceclaim-controller";
 
 /// The controller manager of one run on the real control plane, killed when dropped.
-struct Manager(Child);
+struct Manager {
+    child: Child,
+    /// kcm's `/metrics` and `/readyz` (upstream's serve nothing here).
+    port: Option<u16>,
+    log: PathBuf,
+}
 
 impl Drop for Manager {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
-fn start_manager(plane: &ControlPlane, run: &str, log: &std::path::Path) -> Manager {
-    let log = std::fs::File::create(log).unwrap_or_else(|e| panic!("log: {e}"));
+/// Starts run `run`'s controller manager (`json`, `protobuf`: kcm; `upstream`), leader-elected
+/// on [`takeover::LEASE`], logging to `log`.
+fn start_manager(plane: &ControlPlane, run: &str, log: PathBuf) -> Manager {
+    let file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("log: {e}"));
+    let mut port = None;
     let mut command = match run {
         "upstream" => {
             let mut command = plane.command(plane.assets.join("kube-controller-manager"));
             command
-                .arg(format!("--kubeconfig={}", plane.kubeconfig.display()))
                 .arg(format!("--controllers={UPSTREAM_CONTROLLERS}"))
-                .args(["--leader-elect=false", "--secure-port=0"]);
+                .arg("--secure-port=0");
             command
         }
         "json" | "protobuf" => {
@@ -448,9 +456,9 @@ fn start_manager(plane: &ControlPlane, run: &str, log: &std::path::Path) -> Mana
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kcm")));
             let mut command = plane.command(bin);
-            command
-                .arg(format!("--kubeconfig={}", plane.kubeconfig.display()))
-                .args(["--leader-elect=false", "--port=0"]);
+            let free = free_port();
+            port = Some(free);
+            command.args(["--bind-address=127.0.0.1", &format!("--port={free}")]);
             if run == "json" {
                 command.arg("--kube-api-content-type=application/json");
             }
@@ -459,11 +467,44 @@ fn start_manager(plane: &ControlPlane, run: &str, log: &std::path::Path) -> Mana
         other => panic!("unknown run {other:?}: json, protobuf or upstream"),
     };
     let child = command
+        .arg(format!("--kubeconfig={}", plane.kubeconfig.display()))
+        .args([
+            "--leader-elect=true",
+            "--leader-elect-resource-namespace=kube-system",
+        ])
+        .arg(format!("--leader-elect-resource-name={}", takeover::LEASE))
         .stdout(Stdio::null())
-        .stderr(log)
+        .stderr(file)
         .spawn()
         .unwrap_or_else(|e| panic!("{run}: {e}"));
-    Manager(child)
+    Manager { child, port, log }
+}
+
+impl Manager {
+    async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port?));
+        let response = kube_testserver::testing::http_get(addr, path).await?;
+        Some((response.status, response.body))
+    }
+
+    /// Whether it stands by, ready to lead at once: kcm once it says it is a warm standby and
+    /// is ready (its stores synced); upstream's once it logs that it tries for the lease (it
+    /// keeps nothing warm: there is nothing more to wait for).
+    async fn stands_by(&self) -> bool {
+        if self.port.is_none() {
+            // klog's text: "Attempting to acquire leader lease..." in v1.36.
+            return std::fs::read_to_string(&self.log).is_ok_and(|log| {
+                log.to_lowercase()
+                    .contains("attempting to acquire leader lease")
+            });
+        }
+        let metrics = self.get("/metrics").await.map(|(_, body)| body);
+        metrics.is_some_and(|m| m.contains("kcm_replica_state{state=\"warm_standby\"} 1"))
+            && self
+                .get("/readyz")
+                .await
+                .is_some_and(|(code, _)| code == 200)
+    }
 }
 
 fn writes_between(before: [f64; 3], after: [f64; 3]) -> String {
@@ -498,6 +539,102 @@ fn steady_churn_settings() -> Option<(f64, Duration)> {
     (secs > 0).then(|| (rate, Duration::from_secs(secs)))
 }
 
+/// Changes made while no one leads, one pod's readiness in each of as many namespaces.
+const TAKEOVER_CHANGES: usize = 10;
+
+/// A standby of `run`'s kind started beside `leader` and, once it stands by, the takeover
+/// (common/takeover.rs): the leader killed, the time to the lease and to the first right write.
+#[allow(clippy::too_many_arguments)]
+async fn take_over(
+    plane: &ControlPlane,
+    run: &str,
+    leader: Manager,
+    client: &kube::Client,
+    model: &mut Model,
+    log: &std::path::Path,
+    timeout: Duration,
+    report: &mut Report,
+) {
+    let standby = start_manager(plane, run, log.to_path_buf());
+    let started = Instant::now();
+    while !standby.stands_by().await {
+        assert!(
+            started.elapsed() < timeout,
+            "the standby did not stand by within {timeout:?} (see {})",
+            standby.log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    report.add(
+        "takeover: standby RSS and CPU when standing by",
+        format!(
+            "{:.1} MiB, {:.2} s (after {})",
+            rss_mib(standby.child.id()),
+            usage(standby.child.id()).0,
+            secs(started.elapsed())
+        ),
+    );
+    let taken = takeover::takeover(
+        client,
+        model,
+        TAKEOVER_CHANGES,
+        move || drop(leader),
+        timeout,
+    )
+    .await;
+    let since_kill = |at: Option<Duration>| {
+        at.map_or_else(
+            || "not within the timeout".into(),
+            |d| format!("{:.3} s", d.as_secs_f64()),
+        )
+    };
+    report.add(
+        "takeover: SIGKILL → lease taken",
+        since_kill(taken.lease_taken),
+    );
+    report.add(
+        "takeover: lease taken → first status showing a change made meanwhile",
+        taken
+            .first_write_after_lease()
+            .map_or_else(|| "never".into(), |s| format!("{s:.3} s")),
+    );
+    report.add(
+        format!("takeover: SIGKILL → all {TAKEOVER_CHANGES} changed PDBs right"),
+        since_kill(taken.all_right),
+    );
+}
+
+/// The control plane's settings beyond envtest's for the bench's large cluster: etcd's
+/// backend quota at etcd's suggested maximum, 8 GiB (the default 2 GiB fills with 150 000
+/// pods' revisions between two of the API server's compactions). APF's and the in-flight
+/// limits stay at their defaults: the bench and both controller managers authenticate as
+/// `system:masters`, whom APF exempts.
+fn large_cluster_options() -> envtest::Options {
+    envtest::Options {
+        etcd_args: vec!["--quota-backend-bytes=8589934592".into()],
+        ..envtest::Options::default()
+    }
+}
+
+/// Seeds `size`'s world once, through the API of a control plane of its own, and keeps a copy
+/// of its etcd: every run starts a fresh control plane on a copy of it, so that each starts
+/// from the same objects, and the seeding (two requests a pod) is paid once.
+async fn seeded_etcd(assets: &std::path::Path, size: Size) -> tempfile::TempDir {
+    let plane = ControlPlane::start_with(assets, &large_cluster_options())
+        .unwrap_or_else(|e| panic!("the real control plane did not start: {e}"));
+    real::seed(&plane.client().await, &Model::new(size)).await;
+    let copy = tempfile::Builder::new()
+        .prefix("kcm-scale-etcd-")
+        .tempdir()
+        .unwrap_or_else(|e| panic!("a directory for etcd's copy: {e}"));
+    let started = Instant::now();
+    plane
+        .copy_etcd(copy.path())
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!("etcd's data copied in {}", secs(started.elapsed()));
+    copy
+}
+
 /// `KCM_BENCH_REAL=1`: see the module doc.
 async fn real_control_plane(size: Size, timeout: Duration) {
     let Some(assets) = envtest::assets() else {
@@ -511,15 +648,20 @@ async fn real_control_plane(size: Size, timeout: Duration) {
         "scale ({}) on a real control plane: {} pods, {} namespaces, {} nodes",
         size.name, size.pods, size.namespaces, size.nodes
     );
+    let seeded = seeded_etcd(&assets, size).await;
+    let options = envtest::Options {
+        etcd_data: Some(seeded.path().to_path_buf()),
+        ..large_cluster_options()
+    };
     let mut reports = Vec::new();
     for run in runs.split(',') {
         println!("{run}:");
-        let plane = ControlPlane::start(&assets)
+        let plane = ControlPlane::start_with(&assets, &options)
             .unwrap_or_else(|e| panic!("the real control plane did not start: {e}"));
         let client = plane.client().await;
         let mut model = Model::new(size);
-        real::seed(&client, &model).await;
-        // The API server settles after the seeding (its caches, its own controllers).
+        real::await_pods_cached(&client, size.pods).await;
+        // The API server settles after its start (its caches, its own controllers).
         tokio::time::sleep(Duration::from_secs(5)).await;
         let api = plane.apiserver_pid;
         let mut report = Report::default();
@@ -534,25 +676,27 @@ async fn real_control_plane(size: Size, timeout: Duration) {
             "API server CPU, idle (per second)",
             format!("{idle_rate:.3} s"),
         );
-        let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("scale-real-{}-{run}.log", size.name));
+        let log = |role: &str| {
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("scale-real-{}-{run}-{role}.log", size.name))
+        };
 
         real::reset_peak(api);
         let (api_cpu_before, _) = usage(api);
-        let traffic_before = real::apiserver_traffic(&plane).await;
-        let writes_before = real::writes(&traffic_before);
+        let served_before = real::apiserver_traffic(&plane).await;
+        let writes_before = real::writes(&served_before.traffic);
         let start = Instant::now();
-        let manager = start_manager(&plane, run, &log);
-        let pid = manager.0.id();
+        let manager = start_manager(&plane, run, log("leader"));
+        let pid = manager.child.id();
         let done = real::converge(&client, &model, start, timeout).await;
         let (api_cpu_cold, api_peak_cold) = usage(api);
         let cold_window = start.elapsed();
         let (cpu_cold, peak_cold) = usage(pid);
-        let traffic_cold = real::apiserver_traffic(&plane).await;
-        let writes_cold = real::writes(&traffic_cold);
+        let served_cold = real::apiserver_traffic(&plane).await;
+        let writes_cold = real::writes(&served_cold.traffic);
         print!(
             "cold start, what the API server served:\n{}",
-            real::traffic_between(&traffic_before, &traffic_cold)
+            real::traffic_between(&served_before.traffic, &served_cold.traffic)
         );
         add_convergence(&mut report, "cold start", done);
         report.add(
@@ -570,6 +714,10 @@ async fn real_control_plane(size: Size, timeout: Duration) {
         report.add(
             "cold start: API server peak RSS",
             format!("{api_peak_cold:.1} MiB"),
+        );
+        report.add(
+            "cold start: API server request latency p50 / p99",
+            real::latency_between(&served_before, &served_cold),
         );
         report.add(
             "cold start: writes (quota status / PDB status / node patches)",
@@ -595,11 +743,11 @@ async fn real_control_plane(size: Size, timeout: Duration) {
         let (api_cpu_all, api_peak_churn) = usage(api);
         let churn_window = churn_start.elapsed();
         let (cpu_all, peak_all) = usage(pid);
-        let traffic_all = real::apiserver_traffic(&plane).await;
-        let writes_all = real::writes(&traffic_all);
+        let served_all = real::apiserver_traffic(&plane).await;
+        let writes_all = real::writes(&served_all.traffic);
         print!(
             "churn, what the API server served:\n{}",
-            real::traffic_between(&traffic_cold, &traffic_all)
+            real::traffic_between(&served_cold.traffic, &served_all.traffic)
         );
         add_convergence(&mut report, &format!("churn of {churned} pods"), done);
         report.add(
@@ -619,6 +767,10 @@ async fn real_control_plane(size: Size, timeout: Duration) {
             format!("{api_peak_churn:.1} MiB"),
         );
         report.add(
+            "churn: API server request latency p50 / p99",
+            real::latency_between(&served_cold, &served_all),
+        );
+        report.add(
             "churn: writes (quota status / PDB status / node patches)",
             writes_between(writes_cold, writes_all),
         );
@@ -629,8 +781,10 @@ async fn real_control_plane(size: Size, timeout: Duration) {
         if let Some((rate, duration)) = steady_churn_settings() {
             let (cpu_before, _) = usage(pid);
             let (api_cpu_before, _) = usage(api);
+            let served_before = real::apiserver_traffic(&plane).await;
             let start = Instant::now();
-            let (_, lags) = steady::steady_churn(&client, model, rate, duration).await;
+            let (churned_model, lags) = steady::steady_churn(&client, model, rate, duration).await;
+            model = churned_model;
             let window = start.elapsed();
             let figure =
                 |what: &str| format!("steady churn ({rate}/s for {}): {what}", secs(duration));
@@ -638,6 +792,12 @@ async fn real_control_plane(size: Size, timeout: Duration) {
                 figure("PDB lag p50 / p99 / max (changes)"),
                 Lags::summary(&lags.pdb),
             );
+            for (change, pdb_lags) in steady::CHANGES.iter().zip(&lags.pdb_by_change) {
+                report.add(
+                    figure(&format!("PDB lag after {change} p50 / p99 / max")),
+                    Lags::summary(pdb_lags),
+                );
+            }
             report.add(
                 figure("quota lag after a deletion p50 / p99 / max (changes)"),
                 Lags::summary(&lags.quota),
@@ -654,8 +814,22 @@ async fn real_control_plane(size: Size, timeout: Duration) {
                 figure("API server CPU less idle"),
                 less_idle(usage(api).0 - api_cpu_before, idle_rate, window),
             );
+            report.add(
+                figure("API server request latency p50 / p99"),
+                real::latency_between(&served_before, &real::apiserver_traffic(&plane).await),
+            );
         }
-        drop(manager);
+        take_over(
+            &plane,
+            run,
+            manager,
+            &client,
+            &mut model,
+            &log("standby"),
+            timeout,
+            &mut report,
+        )
+        .await;
         reports.push((run.to_string(), report));
     }
     println!();

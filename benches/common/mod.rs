@@ -3,6 +3,7 @@
 
 pub mod real;
 pub mod steady;
+pub mod takeover;
 pub mod world;
 
 /// The kcm binary running one controller against `kubeconfig`, without leader election or

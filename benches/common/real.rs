@@ -10,7 +10,7 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kcm_testsupport::envtest;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -93,6 +93,25 @@ pub async fn seed(client: &Client, model: &Model) {
         .collect::<Vec<()>>()
         .await;
     println!("seeded through the API in {}", secs(started.elapsed()));
+}
+
+/// Waits until the API server serves `pods` pods from its watch cache (a list at resource
+/// version 0): after a start on a seeded etcd, the cache fills before anything is measured.
+pub async fn await_pods_cached(client: &Client, pods: usize) {
+    let api: Api<PartialObjectMeta<Pod>> = Api::all(client.clone());
+    let started = Instant::now();
+    loop {
+        match api.list_metadata(&ListParams::default().match_any()).await {
+            Ok(list) if list.items.len() == pods => break,
+            Ok(list) => panic!("the API server holds {} pods, not {pods}", list.items.len()),
+            Err(e) => println!("(pods not served yet: {e})"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    println!(
+        "{pods} pods served from the cache after {}",
+        secs(started.elapsed())
+    );
 }
 
 /// The namespace/name keys of the objects a watch shows as right, kept through the watcher's
@@ -272,13 +291,36 @@ pub fn reset_peak(pid: u32) {
 /// Counts by name, from the API server's metrics (see `apiserver_traffic`).
 pub type Traffic = std::collections::BTreeMap<String, f64>;
 
+/// One class of requests' durations as the API server's histogram
+/// (`apiserver_request_duration_seconds`) counts them, summed over resources: each bucket's
+/// upper bound in microseconds (`u64::MAX`: `+Inf`) → the requests that took at most that.
+pub type Histogram = std::collections::BTreeMap<u64, f64>;
+
+/// What the API server has served so far, by its own metrics.
+pub struct Served {
+    pub traffic: Traffic,
+    /// Reads (GET, LIST) and writes (POST, PUT, PATCH, APPLY, DELETE, DELETECOLLECTION);
+    /// watches and other long-running requests are not timed by the histogram's SLO view.
+    pub latency: [Histogram; 2],
+}
+
+/// The class (0: read, 1: write) of a verb as the request-duration histogram labels it.
+fn latency_class(verb: &str) -> Option<usize> {
+    match verb {
+        "GET" | "LIST" => Some(0),
+        "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE" | "DELETECOLLECTION" => Some(1),
+        _ => None,
+    }
+}
+
 /// What the API server has served so far, by what it counts: requests by verb and resource,
-/// watch events and their bytes by resource, response bytes by verb and resource. The bench's own
-/// seeding, churn and checker are the same for every run, so two runs' differences are the
-/// controller managers'.
-pub async fn apiserver_traffic(plane: &envtest::ControlPlane) -> Traffic {
+/// watch events and their bytes by resource, response bytes by verb and resource, and the
+/// requests' durations. The bench's own seeding, churn and checker are the same for every
+/// run, so two runs' differences are the controller managers'.
+pub async fn apiserver_traffic(plane: &envtest::ControlPlane) -> Served {
     let text = plane.metrics().await;
     let mut traffic = Traffic::new();
+    let mut latency: [Histogram; 2] = Default::default();
     for (name, labels, value) in envtest::samples(&text) {
         let label = |key: &str| {
             labels
@@ -302,11 +344,67 @@ pub async fn apiserver_traffic(plane: &envtest::ControlPlane) -> Traffic {
             "apiserver_watch_events_sizes_sum" => {
                 format!("watch event bytes {}{}", label("resource"), label("kind"))
             }
+            "apiserver_request_duration_seconds_bucket" => {
+                if let Some(class) = latency_class(label("verb")) {
+                    let bound = match label("le") {
+                        "+Inf" => u64::MAX,
+                        le => le.parse::<f64>().map_or(u64::MAX, |s| (s * 1e6) as u64),
+                    };
+                    *latency[class].entry(bound).or_insert(0.0) += value;
+                }
+                continue;
+            }
             _ => continue,
         };
         *traffic.entry(key).or_insert(0.0) += value;
     }
-    traffic
+    Served { traffic, latency }
+}
+
+/// The `q` quantile, in seconds, of the requests counted between two readings of one
+/// histogram, interpolated within its bucket as Prometheus' `histogram_quantile` does; with
+/// how many there were.
+fn quantile(before: &Histogram, after: &Histogram, q: f64) -> (Option<f64>, f64) {
+    let grown: Vec<(u64, f64)> = after
+        .iter()
+        .map(|(bound, count)| (*bound, count - before.get(bound).copied().unwrap_or(0.0)))
+        .collect();
+    let total = grown.last().map_or(0.0, |(_, count)| *count);
+    if total <= 0.0 {
+        return (None, total);
+    }
+    let rank = q * total;
+    let (mut lower, mut below) = (0u64, 0.0);
+    for (bound, count) in grown {
+        if count >= rank {
+            if bound == u64::MAX {
+                return (Some(lower as f64 / 1e6), total);
+            }
+            let within = if count > below {
+                (rank - below) / (count - below)
+            } else {
+                0.0
+            };
+            return (
+                Some((lower as f64 + (bound - lower) as f64 * within) / 1e6),
+                total,
+            );
+        }
+        (lower, below) = (bound, count);
+    }
+    (None, total)
+}
+
+/// `reads p50 / p99 (n); writes p50 / p99 (n)` of the requests the API server served between
+/// two readings, in milliseconds.
+pub fn latency_between(before: &Served, after: &Served) -> String {
+    let class = |i: usize, name: &str| {
+        let (p50, total) = quantile(&before.latency[i], &after.latency[i], 0.50);
+        let (p99, _) = quantile(&before.latency[i], &after.latency[i], 0.99);
+        let ms = |s: Option<f64>| s.map_or_else(|| "-".into(), |s| format!("{:.0}", s * 1e3));
+        format!("{name} {} / {} ms ({total:.0})", ms(p50), ms(p99))
+    };
+    format!("{}; {}", class(0, "reads"), class(1, "writes"))
 }
 
 /// The counts that grew between two `apiserver_traffic` readings, one per line.

@@ -29,12 +29,17 @@ use super::world::{Model, PodModel, ns_index, ns_name, pod_json, secs};
 /// How long the bench waits, after the last change, for the statuses still awaited.
 const SETTLE: Duration = Duration::from_secs(60);
 
-/// What one namespace awaits: since when, for each status (`None`: nothing).
+/// What one namespace awaits: since when, for each status (`None`: nothing), and after
+/// which kind of change (an index into [`CHANGES`]).
 #[derive(Clone, Copy, Default)]
 struct Awaited {
     pdb: Option<Instant>,
     quota: Option<Instant>,
+    change: usize,
 }
+
+/// The kinds of change, as the PDB lags are broken down.
+pub const CHANGES: [&str; 3] = ["a readiness flip", "a deletion", "a creation"];
 
 /// The model, what each namespace awaits and the lags measured, shared by the churn and the
 /// two watches.
@@ -48,6 +53,8 @@ struct Shared {
 #[derive(Default)]
 pub struct Lags {
     pub pdb: Vec<Duration>,
+    /// The PDB lags by kind of change, as [`CHANGES`] names them.
+    pub pdb_by_change: [Vec<Duration>; 3],
     pub quota: Vec<Duration>,
     /// Changes made.
     pub changes: usize,
@@ -84,7 +91,7 @@ async fn watch_lags<K>(
     shared: Arc<Mutex<Shared>>,
     awaited: fn(&mut Awaited) -> &mut Option<Instant>,
     right: fn(&Model, usize, &Value) -> bool,
-    lags: fn(&mut Lags) -> &mut Vec<Duration>,
+    record: fn(&mut Lags, &Awaited, Duration),
 ) where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -116,7 +123,8 @@ async fn watch_lags<K>(
             continue;
         };
         if right(&shared.model, n, &value) {
-            lags(&mut shared.lags).push(seen.saturating_duration_since(since));
+            let lag = seen.saturating_duration_since(since);
+            record(&mut shared.lags, &shared.awaited[n], lag);
             *awaited(&mut shared.awaited[n]) = None;
         }
     }
@@ -127,6 +135,17 @@ enum Change {
     Readiness(usize),
     Delete,
     Create,
+}
+
+impl Change {
+    /// Its index into [`CHANGES`].
+    fn index(&self) -> usize {
+        match self {
+            Change::Readiness(_) => 0,
+            Change::Delete => 1,
+            Change::Create => 2,
+        }
+    }
 }
 
 /// Churns `model`'s world at `rate` changes a second for `duration`, then waits for the
@@ -149,14 +168,17 @@ pub async fn steady_churn(
             shared.clone(),
             |a| &mut a.pdb,
             Model::pdb_right,
-            |l| &mut l.pdb,
+            |lags, awaited, lag| {
+                lags.pdb.push(lag);
+                lags.pdb_by_change[awaited.change].push(lag);
+            },
         )),
         tokio::spawn(watch_lags::<ResourceQuota>(
             client.clone(),
             shared.clone(),
             |a| &mut a.quota,
             Model::quota_right,
-            |l| &mut l.quota,
+            |lags, _, lag| lags.quota.push(lag),
         )),
     ];
     // Each namespace's pod taken out by its last deletion, put back by its next change.
@@ -188,6 +210,7 @@ pub async fn steady_churn(
             }
             state.lags.changes += 1;
             awaited.pdb = Some(since);
+            awaited.change = change.index();
             let ns = ns_name(n);
             let model = &mut state.model;
             let request = match change {

@@ -19,7 +19,7 @@ pub struct Size {
     pub nodes: usize,
 }
 
-pub const SIZES: [Size; 4] = [
+pub const SIZES: [Size; 5] = [
     Size {
         name: "a",
         pods: 10_000,
@@ -30,6 +30,13 @@ pub const SIZES: [Size; 4] = [
         name: "b",
         pods: 150_000,
         namespaces: 10_000,
+        nodes: 5_000,
+    },
+    // SIG Scalability's limits (150 000 pods, 5 000 nodes), 50 pods a namespace.
+    Size {
+        name: "c",
+        pods: 150_000,
+        namespaces: 3_000,
         nodes: 5_000,
     },
     // A tenth of (a), for the real control plane on a shared machine.
@@ -482,7 +489,7 @@ pub fn chosen_size(var: &str) -> Size {
         .iter()
         .copied()
         .find(|s| s.name == wanted)
-        .unwrap_or_else(|| panic!("unknown size {wanted:?}: a, b, s or tiny"))
+        .unwrap_or_else(|| panic!("unknown size {wanted:?}: a, b, c, s or tiny"))
 }
 
 /// A kube-testserver holding `size`'s world, served over HTTPS when `tls`, with the model

@@ -279,16 +279,37 @@ fn kubeconfig_yaml(url: &str, dir: &Path, user: &str) -> String {
     )
 }
 
+/// What a control plane starts with beyond the defaults: a benchmark's large cluster.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// An etcd data directory to start from (a copy of it: see [`ControlPlane::copy_etcd`])
+    /// instead of an empty one.
+    pub etcd_data: Option<PathBuf>,
+    /// etcd's flags besides the defaults (e.g. `--quota-backend-bytes`).
+    pub etcd_args: Vec<String>,
+    /// kube-apiserver's flags besides the defaults (e.g. `--max-requests-inflight`).
+    pub apiserver_args: Vec<String>,
+}
+
 impl ControlPlane {
     /// Starts etcd and kube-apiserver from `assets` and waits until the API server accepts
     /// writes.
     pub fn start(assets: &Path) -> Result<Self, EnvtestError> {
+        Self::start_with(assets, &Options::default())
+    }
+
+    /// [`ControlPlane::start`] with `options`.
+    pub fn start_with(assets: &Path, options: &Options) -> Result<Self, EnvtestError> {
         let dir = tempfile::Builder::new()
             .prefix("kcm-envtest-")
             .tempdir()
             .map_err(io("a temporary directory"))?;
         let path = dir.path().to_path_buf();
         let ca = write_pki(&path)?;
+        if let Some(data) = &options.etcd_data {
+            copy_dir(data, &path.join("etcd"))
+                .map_err(io(format!("copying {} as etcd's data", data.display())))?;
+        }
         let log = |name: &str| -> Result<std::fs::File, EnvtestError> {
             std::fs::File::create(path.join(name)).map_err(io(format!("creating {name}")))
         };
@@ -305,6 +326,7 @@ impl ControlPlane {
             .arg(format!("--initial-advertise-peer-urls={peer_url}"))
             .arg(format!("--initial-cluster=envtest={peer_url}"))
             .args(["--unsafe-no-fsync=true", "--log-level=warn"])
+            .args(&options.etcd_args)
             .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -347,6 +369,7 @@ impl ControlPlane {
                 "--disable-admission-plugins=ServiceAccount",
             ])
             .arg(format!("--feature-gates={APISERVER_GATES}"))
+            .args(&options.apiserver_args)
             .process_group(process_group as i32)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -418,6 +441,24 @@ impl ControlPlane {
         })
         .join()
         .map_err(|_| "the probe thread panicked".to_string())?
+    }
+
+    /// Copies etcd's data directory to `to`, for [`Options::etcd_data`]: etcd is stopped
+    /// (SIGSTOP) meanwhile, so the copy holds what it had written when stopped, as after a
+    /// crash of the process, which etcd recovers from; the API server waits.
+    pub fn copy_etcd(&self, to: &Path) -> Result<(), EnvtestError> {
+        let signal = |name: &str| {
+            Command::new("kill")
+                .arg(format!("-{name}"))
+                .arg(self.etcd_pid.to_string())
+                .status()
+                .map_err(io(format!("kill -{name} etcd")))
+        };
+        signal("STOP")?;
+        let copied = copy_dir(&self.dir.path().join("etcd"), to)
+            .map_err(io(format!("copying etcd's data to {}", to.display())));
+        signal("CONT")?;
+        copied
     }
 
     /// An admin client (`system:masters`), on the caller's runtime.
@@ -550,6 +591,22 @@ impl Drop for ControlPlane {
         // Closing the pipe lets the watchdog exit (its kill finds nothing left).
         self.watchdog.lock().map(|mut w| w.take()).ok();
     }
+}
+
+/// Copies the directory tree `from` to `to` (created with `from`'s mode: etcd wants 0700).
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    std::fs::set_permissions(to, std::fs::metadata(from)?.permissions())?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
 }
 
 /// A shell, in a process group of its own (a terminal's Ctrl-C does not stop it before it
