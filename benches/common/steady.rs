@@ -5,7 +5,9 @@
 //! One change a tick, each in the next namespace in turn, so that a namespace has at most one
 //! change in flight (at 10 changes a second and 1 000 namespaces, each is changed every 100 s).
 //! A namespace's changes cycle through: a pod turns not Ready (or Ready again), a pod is deleted,
-//! the pod is created again. A change is awaited on the PDB (currentHealthy, disruptionsAllowed,
+//! the pod is created again; each namespace starts a third of the cycle after the one before,
+//! so every pass over the namespaces makes all three kinds (10 minutes at 10 a second over 3 000
+//! namespaces is two passes). A change is awaited on the PDB (currentHealthy, disruptionsAllowed,
 //! expectedPods) for all three and on the quota (`status.used`) for the deletion; a creation is
 //! charged by the API server's quota admission, not by the controller, so no quota lag is taken
 //! there. A lag runs from the change's request to the first watch event showing the status
@@ -192,10 +194,10 @@ pub async fn steady_churn(
         let n = tick % namespaces;
         let visit = tick / namespaces;
         tick += 1;
-        let change = match (&removed[n], visit % 2) {
+        let change = match (&removed[n], (visit + n) % 3) {
             (Some(_), _) => Change::Create,
-            (None, 0) => Change::Readiness(visit / 2),
-            (None, _) => Change::Delete,
+            (None, 1) => Change::Delete,
+            (None, _) => Change::Readiness(visit),
         };
         // The model changes and the awaited statuses are set before the request, so that a
         // watch event answering it is never missed.
