@@ -712,3 +712,49 @@ pub fn parse_labels(text: &str) -> Vec<(String, String)> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    /// What the scale bench relies on: a control plane started on a copy of another's etcd
+    /// serves the objects written before the copy, and not those written after it.
+    #[test]
+    fn a_control_plane_started_on_a_copy_of_etcd_holds_what_was_written_before_the_copy() {
+        let Some(assets) = assets() else { return };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let configmap = |name: &str| {
+            let mut configmap = ConfigMap::default();
+            configmap.metadata.name = Some(name.to_string());
+            configmap
+        };
+        let copy = tempfile::tempdir().expect("a directory for the copy");
+        let first = ControlPlane::start(&assets).expect("the first control plane starts");
+        runtime.block_on(async {
+            let api: kube::Api<ConfigMap> = kube::Api::namespaced(first.client().await, "default");
+            api.create(&Default::default(), &configmap("before"))
+                .await
+                .expect("created before the copy");
+            first.copy_etcd(copy.path()).expect("etcd copied");
+            api.create(&Default::default(), &configmap("after"))
+                .await
+                .expect("created after the copy: etcd runs on");
+        });
+        drop(first);
+
+        let options = Options {
+            etcd_data: Some(copy.path().to_path_buf()),
+            ..Options::default()
+        };
+        let second = ControlPlane::start_with(&assets, &options).expect("started on the copy");
+        runtime.block_on(async {
+            let api: kube::Api<ConfigMap> = kube::Api::namespaced(second.client().await, "default");
+            assert!(api.get_opt("before").await.expect("a get").is_some());
+            assert!(api.get_opt("after").await.expect("a get").is_none());
+        });
+    }
+}
