@@ -7,6 +7,7 @@
 //! [`envtest::shared`]: kcm_testsupport::envtest::shared
 
 mod apiserver;
+mod control_plane;
 mod protobuf;
 
 use tokio::sync::RwLock;
