@@ -548,20 +548,16 @@ fn steady_churn_settings() -> Option<(f64, Duration)> {
 /// Changes made while no one leads, one pod's readiness in each of as many namespaces.
 const TAKEOVER_CHANGES: usize = 10;
 
-/// A standby of `run`'s kind started beside `leader` and, once it stands by, the takeover
-/// (common/takeover.rs): the leader killed, the time to the lease and to the first right write.
-#[allow(clippy::too_many_arguments)]
+/// Once `standby` (started beside `leader`) stands by, the takeover (common/takeover.rs): the
+/// leader killed, the time to the lease and to the first right write.
 async fn take_over(
-    plane: &ControlPlane,
-    run: &str,
     leader: Manager,
+    standby: Manager,
     client: &kube::Client,
     model: &mut Model,
-    log: &std::path::Path,
     timeout: Duration,
     report: &mut Report,
 ) {
-    let standby = start_manager(plane, run, log.to_path_buf());
     let started = Instant::now();
     while !standby.stands_by().await {
         assert!(
@@ -825,17 +821,8 @@ async fn real_control_plane(size: Size, timeout: Duration) {
                 real::latency_between(&served_before, &real::apiserver_traffic(&plane).await),
             );
         }
-        take_over(
-            &plane,
-            run,
-            manager,
-            &client,
-            &mut model,
-            &log("standby"),
-            timeout,
-            &mut report,
-        )
-        .await;
+        let standby = start_manager(&plane, run, log("standby"));
+        take_over(manager, standby, &client, &mut model, timeout, &mut report).await;
         reports.push((run.to_string(), report));
     }
     println!();

@@ -103,12 +103,13 @@ async fn watch_lags<K>(
         + Send
         + 'static,
 {
-    let events = watcher(Api::<K>::all(client), watcher::Config::default()).default_backoff();
-    let mut events = std::pin::pin!(events);
-    while let Some(event) = events.next().await {
-        let object = match event {
-            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
-            Ok(_) => continue,
+    let objects = watcher(Api::<K>::all(client), watcher::Config::default())
+        .default_backoff()
+        .applied_objects();
+    let mut objects = std::pin::pin!(objects);
+    while let Some(object) = objects.next().await {
+        let object = match object {
+            Ok(object) => object,
             Err(e) => {
                 println!("(steady churn watch error, retrying: {e})");
                 continue;
