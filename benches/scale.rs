@@ -47,7 +47,8 @@
 //! `kube-controller-manager` with the four controllers kcm shares with it that act here.
 //! `KCM_SCALE_STEADY_SECS=600` ends each run with a steady churn (`KCM_SCALE_STEADY_RATE`
 //! changes a second, default 10) and measures the lag from each change to the PDB or quota
-//! status that reflects it (common/steady.rs).
+//! status that reflects it (common/steady.rs). `KCM_SCALE_SEED_DIR=<dir>` keeps the seeded
+//! etcd there for later invocations of the same size (10 minutes of seeding at size c).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -618,23 +619,72 @@ fn large_cluster_options() -> envtest::Options {
     }
 }
 
+/// The seeded etcd of a run: a temporary copy, or one kept under `KCM_SCALE_SEED_DIR`.
+enum Seed {
+    Temporary(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl Seed {
+    fn path(&self) -> &std::path::Path {
+        match self {
+            Seed::Temporary(dir) => dir.path(),
+            Seed::Kept(path) => path,
+        }
+    }
+}
+
+/// A kept seed `<dir>/<size>-<pods>` is whole once `<dir>/<size>-<pods>.seeded` exists
+/// (beside it, as etcd's data directory holds only etcd's files): without it, it is seeded again.
+fn seeded_mark(path: &std::path::Path) -> PathBuf {
+    path.with_extension("seeded")
+}
+
 /// Seeds `size`'s world once, through the API of a control plane of its own, and keeps a copy
 /// of its etcd: every run starts a fresh control plane on a copy of it, so that each starts
 /// from the same objects, and the seeding (two requests a pod) is paid once.
-async fn seeded_etcd(assets: &std::path::Path, size: Size) -> tempfile::TempDir {
+/// With `KCM_SCALE_SEED_DIR` set, the copy is kept there (`<dir>/<size>-<pods>`) and later
+/// invocations start from it; delete it when the world (common/world.rs) changes.
+async fn seeded_etcd(assets: &std::path::Path, size: Size) -> Seed {
+    let kept = std::env::var_os("KCM_SCALE_SEED_DIR")
+        .map(|dir| PathBuf::from(dir).join(format!("{}-{}", size.name, size.pods)));
+    if let Some(path) = &kept
+        && seeded_mark(path).exists()
+    {
+        println!(
+            "etcd's data kept from an earlier seeding: {}",
+            path.display()
+        );
+        return Seed::Kept(path.clone());
+    }
     let plane = ControlPlane::start_with(assets, &large_cluster_options())
         .unwrap_or_else(|e| panic!("the real control plane did not start: {e}"));
     real::seed(&plane.client().await, &Model::new(size)).await;
-    let copy = tempfile::Builder::new()
-        .prefix("kcm-scale-etcd-")
-        .tempdir()
-        .unwrap_or_else(|e| panic!("a directory for etcd's copy: {e}"));
+    let seed = match kept {
+        Some(path) => {
+            if path.exists() {
+                std::fs::remove_dir_all(&path)
+                    .unwrap_or_else(|e| panic!("removing {}: {e}", path.display()));
+            }
+            Seed::Kept(path)
+        }
+        None => Seed::Temporary(
+            tempfile::Builder::new()
+                .prefix("kcm-scale-etcd-")
+                .tempdir()
+                .unwrap_or_else(|e| panic!("a directory for etcd's copy: {e}")),
+        ),
+    };
     let started = Instant::now();
     plane
-        .copy_etcd(copy.path())
+        .copy_etcd(seed.path())
         .unwrap_or_else(|e| panic!("{e}"));
     println!("etcd's data copied in {}", secs(started.elapsed()));
-    copy
+    if let Seed::Kept(path) = &seed {
+        std::fs::write(seeded_mark(path), "")
+            .unwrap_or_else(|e| panic!("marking {}: {e}", path.display()));
+    }
+    seed
 }
 
 /// `KCM_BENCH_REAL=1`: see the module doc.
