@@ -354,10 +354,12 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     }
     // The periodic full recompute finds nothing to correct.
     let in_use = HashMap::from([(NS.to_string(), (0..SCOPES).map(scope).collect())]);
+    let tracked = totals.retain(&Pods::default(), &in_use, &world.at());
+    prop_assert_eq!(&tracked, &[NS.to_string()]);
     let drift = totals.verify(
         &Pods::default(),
-        &in_use,
-        |_| world.store.values().cloned().collect(),
+        NS,
+        || world.store.values().cloned().collect(),
         &world.at(),
     );
     prop_assert_eq!(drift, 0, "drift after {:?}", queried);

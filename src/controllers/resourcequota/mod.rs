@@ -208,8 +208,8 @@ async fn run(ctx: Context) -> Result<(), ControllerError> {
     if let Some(period) = ctx.settings.resource_quota_sync_period {
         let q = quota.clone();
         controller.every("resync", period, None, move || {
-            q.resync();
-            async {}
+            let q = q.clone();
+            async move { q.resync().await }
         });
     } else {
         tracing::info!("periodic quota controller resync disabled");

@@ -208,15 +208,19 @@ impl<E: Evaluator> AnyEvaluator for IncrementalEvaluator<E> {
             .collect()
     }
 
-    fn verify(
+    fn tracked(
         &self,
         in_use: &HashMap<String, Vec<QuotaScope>>,
         at: &EvaluatorInputs,
-    ) -> Option<(&'static str, u64)> {
+    ) -> Vec<String> {
+        self.totals.retain(&self.evaluator, in_use, at)
+    }
+
+    fn verify(&self, namespace: &str, at: &EvaluatorInputs) -> Option<(&'static str, u64)> {
         let drift = self.totals.verify(
             &self.evaluator,
-            in_use,
-            |ns| self.store.in_namespace(ns),
+            namespace,
+            || self.store.in_namespace(namespace),
             at,
         );
         Some((E::RESOURCE, drift))

@@ -19,6 +19,9 @@ use crate::controllers::ControllerError;
 use crate::lock::lock;
 use crate::runtime::watching::stored::split_key;
 
+/// Namespaces the safety net checks between two yields to the runtime.
+const VERIFY_BATCH: usize = 16;
+
 impl Quota {
     pub(super) fn inputs(&self) -> EvaluatorInputs<'_> {
         EvaluatorInputs::new(Time((self.ctx.clock)()), &self.ctx.informers)
@@ -62,8 +65,11 @@ impl Quota {
     }
 
     /// The periodic safety net: recomputes the incremental totals in full, counts drift and
-    /// rebuilds them from the stores (keeping only namespaces and scopes quotas use).
-    fn verify_totals(&self) {
+    /// rebuilds them from the stores (keeping only namespaces and scopes quotas use). One
+    /// namespace at a time, letting the other tasks run every [`VERIFY_BATCH`]: at 150 000
+    /// pods the whole check takes a few hundred milliseconds, which must not stall the
+    /// watches and syncs of the single-threaded runtime.
+    async fn verify_totals(&self) {
         let mut in_use: HashMap<String, Vec<QuotaScope>> = HashMap::new();
         for quota in self.quotas.store().state() {
             in_use
@@ -71,9 +77,21 @@ impl Quota {
                 .or_default()
                 .push(quota_scope(&quota));
         }
-        let at = self.inputs();
-        let drift = self.typed.iter().filter_map(|e| e.verify(&in_use, &at));
-        for (resource, found) in drift.filter(|(_, n)| *n > 0) {
+        for evaluator in self.typed.iter() {
+            let namespaces = evaluator.tracked(&in_use, &self.inputs());
+            let mut drift = None;
+            for (checked, namespace) in namespaces.iter().enumerate() {
+                if checked % VERIFY_BATCH == VERIFY_BATCH - 1 {
+                    tokio::task::yield_now().await;
+                }
+                if let Some((resource, found)) = evaluator.verify(namespace, &self.inputs()) {
+                    let (_, sum) = drift.get_or_insert((resource, 0u64));
+                    *sum = sum.saturating_add(found);
+                }
+            }
+            let Some((resource, found)) = drift.filter(|(_, n)| *n > 0) else {
+                continue;
+            };
             tracing::warn!(
                 resource,
                 sums = found,
@@ -88,8 +106,8 @@ impl Quota {
     }
 
     /// The periodic full resync: checks the totals, then every quota into the primary lane.
-    pub(super) fn resync(&self) {
-        self.verify_totals();
+    pub(super) async fn resync(&self) {
+        self.verify_totals().await;
         for each in self.quotas.store().state() {
             self.primary.add(key(&each));
         }

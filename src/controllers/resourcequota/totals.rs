@@ -20,9 +20,13 @@
 //!   here keep one partial sum per format and add them BinarySI first, then DecimalSI, then
 //!   DecimalExponent: the result of upstream's fold for an order that puts BinarySI values
 //!   first, the same on every sync. One format (the usual case) prints as upstream always.
-//! - **Safety net**: [`Totals::verify`] (the periodic resync) recomputes every sum in full,
-//!   counts the sums that differed (the drift metric, which should stay 0) and rebuilds the
-//!   totals from the store.
+//! - **Safety net**: [`Totals::verify`] (the periodic resync, one namespace at a time)
+//!   recomputes a namespace's sums in full, counts the sums that differed (the drift metric,
+//!   which should stay 0) and rebuilds them from the store. A namespace whose sums nothing has
+//!   changed since they were last computed in full, and whose counted objects are the very
+//!   ones the store holds (the same `Arc`s: no change was missed), is skipped: its sums are
+//!   that full computation. Where the store holds exactly the counted objects, the
+//!   recomputed sums are the rebuilt ones, computed once, not twice.
 //! - Sums past the exact quantity range (hostile input) fall back to the full computation,
 //!   which reports them as before.
 //!
@@ -160,6 +164,8 @@ struct Namespace<K> {
     /// Each scope-set's sums: a list sized to its entries (usually one), where a map's
     /// smallest table holds four.
     scopes: Vec<(ScopeKey, Entry)>,
+    /// An object's charge was added or taken away since the sums were last computed in full.
+    changed: bool,
 }
 
 impl<K: Stored> Namespace<K> {
@@ -174,7 +180,19 @@ impl<K: Stored> Namespace<K> {
             objects,
             volatile,
             scopes: Vec::new(),
+            changed: false,
         }
+    }
+
+    /// Whether `listed` (a namespace's objects in the store) are exactly the objects counted:
+    /// the same `Arc`s, so no change came to the store that the sums did not see.
+    fn counts_exactly(&self, listed: &[Arc<K>]) -> bool {
+        listed.len() == self.objects.len()
+            && listed.iter().all(|object| {
+                self.objects
+                    .get(object.place().1)
+                    .is_some_and(|counted| Arc::ptr_eq(&counted.0, object))
+            })
     }
 
     /// A scope-set's sums, computed in full from the objects.
@@ -203,6 +221,7 @@ impl<K: Stored> Namespace<K> {
         add: bool,
         at: &EvaluatorInputs,
     ) {
+        self.changed = true;
         if evaluator.volatile(object) {
             if add {
                 self.volatile.insert(name.to_string());
@@ -291,7 +310,7 @@ struct Inner<K, C> {
 }
 
 /// The usage totals of one evaluator. Namespaces are tracked from the first sync of one of
-/// their quotas on; [`Totals::verify`] drops those no quota uses any more.
+/// their quotas on; [`Totals::retain`] drops those no quota uses any more.
 pub struct Totals<K, C = ()> {
     inner: Mutex<Inner<K, C>>,
 }
@@ -394,39 +413,68 @@ impl<K: Stored, C: Clone + PartialEq> Totals<K, C> {
             .unwrap_or_else(|| ns.full(evaluator, scope, names, at))
     }
 
-    /// The safety net: recomputes every tracked sum in full from the objects it counted and
-    /// returns how many differed (drift, which should never happen); then rebuilds the
-    /// totals from the store (`objects` lists a namespace), keeping only the namespaces and
-    /// scope-sets in `in_use`.
-    pub fn verify<E: Evaluator<Object = K, Context = C>>(
+    /// Forgets the namespaces and scope-sets no quota uses any more (`in_use`), and names
+    /// the namespaces still tracked, for [`Totals::verify`].
+    pub fn retain<E: Evaluator<Object = K, Context = C>>(
         &self,
         evaluator: &E,
         in_use: &HashMap<String, Vec<QuotaScope>>,
-        objects: impl Fn(&str) -> Vec<Arc<K>>,
+        at: &EvaluatorInputs,
+    ) -> Vec<String> {
+        let mut inner = self.lock(evaluator, at);
+        inner.namespaces.retain(|name, ns| {
+            let Some(scopes) = in_use.get(name) else {
+                return false;
+            };
+            let keys: HashSet<ScopeKey> = scopes.iter().map(scope_key).collect();
+            ns.scopes.retain(|(key, _)| keys.contains(key));
+            true
+        });
+        inner.namespaces.keys().cloned().collect()
+    }
+
+    /// The safety net, for one namespace: recomputes its sums in full and returns how many
+    /// differed (drift, which should never happen), then rebuilds them from the store
+    /// (`objects` lists the namespace). Skipped, as the module's comment says, when nothing
+    /// changed since the last full computation.
+    pub fn verify<E: Evaluator<Object = K, Context = C>>(
+        &self,
+        evaluator: &E,
+        namespace: &str,
+        objects: impl FnOnce() -> Vec<Arc<K>>,
         at: &EvaluatorInputs,
     ) -> u64 {
         let mut inner = self.lock(evaluator, at);
-        inner.namespaces.retain(|ns, _| in_use.contains_key(ns));
+        let Some(ns) = inner.namespaces.get_mut(namespace) else {
+            return 0;
+        };
+        let listed = objects();
+        let exact = ns.counts_exactly(&listed);
+        if exact && !ns.changed {
+            return 0;
+        }
         let mut drift = 0u64;
-        for (name, ns) in inner.namespaces.iter_mut() {
-            let scopes: HashMap<ScopeKey, &QuotaScope> = in_use
-                .get(name)
-                .into_iter()
-                .flatten()
-                .map(|s| (scope_key(s), s))
-                .collect();
-            ns.scopes.retain(|(key, _)| scopes.contains_key(key));
-            for (_, entry) in &ns.scopes {
+        let full: Vec<Entry> = ns
+            .scopes
+            .iter()
+            .map(|(_, entry)| {
                 let full = ns.build(evaluator, entry.scope.clone(), at);
                 drift = drift.saturating_add(entry.differences(&full));
+                full
+            })
+            .collect();
+        if exact {
+            for ((_, entry), full) in ns.scopes.iter_mut().zip(full) {
+                *entry = full;
             }
-            let mut fresh = Namespace::from_objects(evaluator, objects(name));
-            let rebuilt = ns
+            ns.changed = false;
+        } else {
+            let mut fresh = Namespace::from_objects(evaluator, listed);
+            fresh.scopes = ns
                 .scopes
                 .iter()
                 .map(|(key, entry)| (key.clone(), fresh.build(evaluator, entry.scope.clone(), at)))
                 .collect();
-            fresh.scopes = rebuilt;
             *ns = fresh;
         }
         drift
@@ -692,63 +740,94 @@ mod tests {
         )
     }
 
+    /// The periodic check as the controller runs it: `retain`, then `verify` of each
+    /// namespace still tracked, over `store`; the drift found.
+    fn verify_all<E: Evaluator<Object = Pod, Context = ()>>(
+        totals: &Totals<Pod>,
+        evaluator: &E,
+        in_use: &HashMap<String, Vec<QuotaScope>>,
+        store: &[Arc<Pod>],
+    ) -> u64 {
+        totals
+            .retain(evaluator, in_use, &at())
+            .iter()
+            .map(|ns| totals.verify(evaluator, ns, || store.to_vec(), &at()))
+            .sum()
+    }
+
+    /// Adds `usage` to the sums of `scope` in `ns` behind the totals' back, marked as a
+    /// change: what a wrong delta would leave.
+    fn corrupt(totals: &Totals<Pod>, scope: &QuotaScope, usage: &Usage) {
+        let mut inner = totals.inner.lock().expect("lock");
+        let ns = inner.namespaces.get_mut("ns").expect("tracked");
+        ns.changed = true;
+        let key = scope_key(scope);
+        let (_, entry) = ns
+            .scopes
+            .iter_mut()
+            .find(|(k, _)| *k == key)
+            .expect("scope tracked");
+        entry.change("x", usage, true);
+    }
+
     #[test]
     fn verify_counts_and_corrects_drift_and_forgets_unused_namespaces() {
         let totals: Totals<Pod> = Totals::default();
         let names = strings(&["requests.cpu"]);
         let scope = parse_scope(&[], None);
         let store = vec![pod("a", 1, "100m"), pod("b", 2, "200m")];
-        let used = totals.usage(&Pods::default(), "ns", &scope, &names, &at(), || {
+        let used = || {
+            totals
+                .usage(&Pods::default(), "ns", &scope, &names, &at(), Vec::new)
+                .list["requests.cpu"]
+                .to_string()
+        };
+        let first = totals.usage(&Pods::default(), "ns", &scope, &names, &at(), || {
             store.clone()
         });
-        assert_eq!(used.list["requests.cpu"].to_string(), "300m");
+        assert_eq!(first.list["requests.cpu"].to_string(), "300m");
         let in_use = HashMap::from([("ns".to_string(), vec![scope.clone()])]);
-        assert_eq!(
-            totals.verify(&Pods::default(), &in_use, |_| store.clone(), &at()),
-            0
-        );
-        // A sum gone wrong (as a missed delta would leave it) is found and corrected.
-        {
-            let mut inner = totals.inner.lock().expect("lock");
-            let entry = inner
-                .namespaces
-                .get_mut("ns")
-                .and_then(|ns| {
-                    let key = scope_key(&scope);
-                    ns.scopes.iter_mut().find(|(k, _)| *k == key)
-                })
-                .map(|(_, entry)| entry)
-                .expect("tracked");
-            entry.change(
-                "x",
-                &pod_usage(&pod("x", 9, "1"), &now(), QuotaGates::default()),
-                true,
-            );
-        }
-        assert_eq!(
-            totals
-                .usage(&Pods::default(), "ns", &scope, &names, &at(), Vec::new)
-                .list["requests.cpu"]
-                .to_string(),
-            "1300m"
-        );
+        assert_eq!(verify_all(&totals, &Pods::default(), &in_use, &store), 0);
+        // A sum gone wrong (as a wrong delta would leave it) is found and corrected.
+        let x = pod_usage(&pod("x", 9, "1"), &now(), QuotaGates::default());
+        corrupt(&totals, &scope, &x);
+        assert_eq!(used(), "1300m");
         // count/pods, pods and cpu and requests.cpu.
-        assert_eq!(
-            totals.verify(&Pods::default(), &in_use, |_| store.clone(), &at()),
-            4
-        );
-        assert_eq!(
-            totals
-                .usage(&Pods::default(), "ns", &scope, &names, &at(), Vec::new)
-                .list["requests.cpu"]
-                .to_string(),
-            "300m"
-        );
-        totals.verify(&Pods::default(), &HashMap::new(), |_| store.clone(), &at());
+        assert_eq!(verify_all(&totals, &Pods::default(), &in_use, &store), 4);
+        assert_eq!(used(), "300m");
+        verify_all(&totals, &Pods::default(), &HashMap::new(), &store);
         assert!(
             lock(&totals.inner).namespaces.is_empty(),
             "no quota: not tracked"
         );
+    }
+
+    /// A change the totals never saw (the store holds a version they did not count) is
+    /// corrected by the check, though no delta marked the namespace as changed. It is no
+    /// drift: the sums were right for the objects they counted.
+    #[test]
+    fn verify_corrects_a_change_the_totals_missed() {
+        let totals: Totals<Pod> = Totals::default();
+        let names = strings(&["requests.cpu"]);
+        let scope = parse_scope(&[], None);
+        let used = || {
+            totals
+                .usage(&Pods::default(), "ns", &scope, &names, &at(), Vec::new)
+                .list["requests.cpu"]
+                .to_string()
+        };
+        let counted = vec![pod("a", 1, "100m"), pod("b", 2, "200m")];
+        totals.usage(&Pods::default(), "ns", &scope, &names, &at(), || {
+            counted.clone()
+        });
+        let in_use = HashMap::from([("ns".to_string(), vec![scope.clone()])]);
+        let store = vec![pod("a", 3, "1"), counted[1].clone()];
+        assert_eq!(verify_all(&totals, &Pods::default(), &in_use, &store), 0);
+        assert_eq!(used(), "1200m");
+        // A pod the store has and the totals never counted.
+        let store = vec![store[0].clone(), store[1].clone(), pod("c", 4, "1")];
+        verify_all(&totals, &Pods::default(), &in_use, &store);
+        assert_eq!(used(), "2200m");
     }
 
     /// Pods, counting how many times a pod's usage is evaluated.
@@ -809,6 +888,33 @@ mod tests {
         assert_eq!(used(&totals), "1200m");
         totals.refresh(&pods, "ns", "a", None, &at());
         assert_eq!(used(&totals), "200m");
+    }
+
+    /// The check evaluates a changed namespace's objects once (the recomputed sums are the
+    /// rebuilt ones), and an unchanged namespace's not at all.
+    #[test]
+    fn verify_evaluates_each_changed_namespace_once_and_skips_the_rest() {
+        let pods = CountedPods::default();
+        let totals: Totals<Pod> = Totals::default();
+        let names = strings(&["requests.cpu"]);
+        let scope = parse_scope(&[], None);
+        let in_use = HashMap::from([("ns".to_string(), vec![scope.clone()])]);
+        let mut store = vec![pod("a", 1, "100m"), pod("b", 2, "200m")];
+        totals.usage(&pods, "ns", &scope, &names, &at(), || store.clone());
+        let evaluated = || pods.1.load(std::sync::atomic::Ordering::Relaxed);
+
+        let before = evaluated();
+        assert_eq!(verify_all(&totals, &pods, &in_use, &store), 0);
+        assert_eq!(evaluated(), before, "nothing changed: nothing evaluated");
+
+        store.push(pod("c", 3, "1"));
+        totals.refresh(&pods, "ns", "c", Some(store[2].clone()), &at());
+        let before = evaluated();
+        assert_eq!(verify_all(&totals, &pods, &in_use, &store), 0);
+        assert_eq!(evaluated(), before + 3, "each pod once");
+        let before = evaluated();
+        assert_eq!(verify_all(&totals, &pods, &in_use, &store), 0);
+        assert_eq!(evaluated(), before, "checked since: skipped");
     }
 
     #[test]

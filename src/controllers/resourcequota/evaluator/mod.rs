@@ -218,14 +218,20 @@ pub trait AnyEvaluator: Send + Sync {
         names: &[String],
         at: &EvaluatorInputs,
     ) -> Result<Usage, UsageError>;
-    /// The periodic check of the incremental totals
-    /// ([`Totals::verify`](super::totals::Totals::verify)) for the namespaces and scopes in
-    /// use: the resource, and how many sums had drifted. `None`: no totals.
-    fn verify(
+    /// The namespaces its incremental totals track, once those no quota uses any more
+    /// (`in_use`) are dropped: what the periodic check ([`AnyEvaluator::verify`]) walks.
+    /// None by default (no totals).
+    fn tracked(
         &self,
         _in_use: &HashMap<String, Vec<QuotaScope>>,
         _at: &EvaluatorInputs,
-    ) -> Option<(&'static str, u64)> {
+    ) -> Vec<String> {
+        Vec::new()
+    }
+    /// The periodic check of one namespace's incremental totals
+    /// ([`Totals::verify`](super::totals::Totals::verify)): the resource, and how many sums
+    /// had drifted. `None`: no totals.
+    fn verify(&self, _namespace: &str, _at: &EvaluatorInputs) -> Option<(&'static str, u64)> {
         None
     }
     /// Whether its objects have been listed (an object count's watch may keep failing).
