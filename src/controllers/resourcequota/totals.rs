@@ -108,7 +108,11 @@ impl Entry {
 
     fn change(&mut self, name: &str, usage: &Usage, add: bool) {
         for (resource, q) in &usage.list {
-            let sum = self.sums.entry(resource.clone()).or_default();
+            // The name is copied only for a sum not yet kept: looked up first.
+            let sum = match self.sums.get_mut(resource) {
+                Some(sum) => sum,
+                None => self.sums.entry(resource.clone()).or_default(),
+            };
             if sum.change(q, add).is_none() {
                 self.overflow = true;
             }

@@ -10,7 +10,7 @@ use crate::controllers::resourcequota::usage::{
     Place, ResourceList, add_into, add_quantity, max_into, parse_list,
 };
 use crate::k8s::quantity::Quantity;
-use crate::k8s::view::{Container, ContainerStatus, Pod, ResourceRequirements};
+use crate::k8s::view::{Container, ContainerStatus, Pod, PodStatus, ResourceRequirements};
 
 struct ParsedContainer<'p> {
     name: &'p str,
@@ -91,6 +91,15 @@ fn parse_each<'p, T, P>(
         .collect()
 }
 
+/// Whether the pod's resize is pending as infeasible (its `PodResizePending` condition).
+pub(super) fn resize_infeasible(status: &PodStatus) -> bool {
+    status
+        .conditions
+        .as_ref()
+        .and_then(|cs| cs.iter().find(|c| &*c.type_ == "PodResizePending"))
+        .is_some_and(|c| c.reason.as_deref() == Some("Infeasible"))
+}
+
 /// The pod's resource lists, parsed once.
 pub(super) struct ParsedPod<'p> {
     containers: Vec<ParsedContainer<'p>>,
@@ -159,10 +168,7 @@ impl<'p> ParsedPod<'p> {
             .filter(|_| gates.pod_level_resources);
         let (pod_requests, pod_limits) =
             parse_requirements(pod_resources, &pod_place.field("spec.resources"), problems);
-        let resize_infeasible = status
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| &*c.type_ == "PodResizePending"))
-            .is_some_and(|c| c.reason.as_deref() == Some("Infeasible"));
+        let resize_infeasible = status.is_some_and(resize_infeasible);
         Self {
             containers,
             init_containers,

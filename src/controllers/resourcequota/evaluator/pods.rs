@@ -6,7 +6,7 @@
 use k8s_openapi::api::core::v1::PodAffinityTerm;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::pod_resources::{ParsedPod, QOS_BEST_EFFORT, pod_qos_class};
+use super::pod_resources::{ParsedPod, QOS_BEST_EFFORT, pod_qos_class, resize_infeasible};
 use super::{Evaluator, EvaluatorInputs, QuotaGates};
 use crate::controllers::resourcequota::names::{
     CPU, HUGEPAGES_PREFIX, MEMORY, REQUESTS_PREFIX, is_dra_extended_resource_name,
@@ -16,7 +16,7 @@ use crate::controllers::resourcequota::scope::{QuotaScope, ScopeError, ScopeRequ
 use crate::controllers::resourcequota::usage::{
     ResourceList, Usage, intersection, one, time_nanos,
 };
-use crate::k8s::view::{Pod, PodStatus, ResourceRequirements};
+use crate::k8s::view::{ContainerStatus, Pod, PodStatus, ResourceRequirements};
 
 /// The object-count name of pods.
 pub const POD_COUNT: &str = "count/pods";
@@ -127,25 +127,57 @@ fn status_resources(
     })
 }
 
-/// Whether two statuses agree on all a pod's charge can depend on: all but the conditions.
-/// Spelled out field by field, so a field added to the view must be placed on one side or
-/// the other.
+/// Whether two statuses agree on all a pod's charge can depend on. Spelled out field by
+/// field, so a field added to the view must be placed on one side or the other. Of the
+/// conditions only an infeasible resize counts; of the phase only whether it is terminal
+/// (Pending → Running charges the same); of the container statuses only those carrying
+/// resources (one without is read as if absent).
 fn same_charged_status(a: &PodStatus, b: &PodStatus) -> bool {
     let PodStatus {
         conditions: _,
-        container_statuses,
+        container_statuses: _,
         extended_resource_claim_status,
-        init_container_statuses,
+        init_container_statuses: _,
         phase,
         qos_class,
         resource_claim_statuses,
     } = a;
-    *container_statuses == b.container_statuses
+    let same_statuses = match (charged_statuses(a), charged_statuses(b)) {
+        (Some(a), Some(b)) => a == b,
+        _ => {
+            a.container_statuses == b.container_statuses
+                && a.init_container_statuses == b.init_container_statuses
+        }
+    };
+    same_statuses
+        && resize_infeasible(a) == resize_infeasible(b)
         && *extended_resource_claim_status == b.extended_resource_claim_status
-        && *init_container_statuses == b.init_container_statuses
-        && *phase == b.phase
+        && is_terminal(phase.as_deref()) == is_terminal(b.phase.as_deref())
         && *qos_class == b.qos_class
         && *resource_claim_statuses == b.resource_claim_statuses
+}
+
+/// The container statuses, then the init container statuses, that carry resources: the only
+/// ones the charge reads, as long as no name recurs (the first status of a name is read, so
+/// one without resources could hide a later one). `None` when a name recurs.
+fn charged_statuses(status: &PodStatus) -> Option<Vec<&ContainerStatus>> {
+    let all: Vec<&ContainerStatus> = [&status.container_statuses, &status.init_container_statuses]
+        .into_iter()
+        .flat_map(|list| list.as_deref().unwrap_or_default())
+        .collect();
+    let unique = all
+        .iter()
+        .enumerate()
+        .all(|(i, c)| all[..i].iter().all(|earlier| earlier.name != c.name));
+    unique.then(|| {
+        all.into_iter()
+            .filter(|c| c.resources.is_some() || c.allocated_resources.is_some())
+            .collect()
+    })
+}
+
+fn is_terminal(phase: Option<&str>) -> bool {
+    matches!(phase, Some("Failed" | "Succeeded"))
 }
 
 /// Pod `MatchingResources`: the fixed names (sorted), then hugepages-prefixed names and
@@ -905,6 +937,45 @@ mod tests {
         let mut no_status = base.clone();
         no_status.status = None;
         assert!(!pods.same_charge(&base, &no_status));
+    }
+
+    #[test]
+    fn same_charge_when_a_started_pod_gets_statuses_without_resources() {
+        let pods = Pods::default();
+        let version = |status: Value| -> Pod {
+            from(json!({
+                "metadata": {"name": "p", "resourceVersion": "1"},
+                "spec": {"containers": [container("c", json!({"cpu": "1"}), json!({}))]},
+                "status": status,
+            }))
+        };
+        let created = version(json!({"phase": "Pending", "qosClass": "Burstable"}));
+        let started = version(json!({"phase": "Running", "qosClass": "Burstable",
+            "containerStatuses": [{"name": "c"}]}));
+        assert!(pods.same_charge(&created, &started));
+        let usage = |pod: &Pod| pod_usage(pod, &now(), QuotaGates::default()).list;
+        assert_eq!(usage(&created), usage(&started));
+        let resized = version(json!({"phase": "Running", "qosClass": "Burstable",
+            "containerStatuses": [status("c", json!({"requests": {"cpu": "2"}}), json!({}))]}));
+        assert!(!pods.same_charge(&started, &resized));
+        // The first status of a name is the one read: an empty one can hide a later one, so
+        // these two differ though the statuses carrying resources are the same.
+        let resized_init = |hiding: Value| {
+            version(json!({"phase": "Running", "qosClass": "Burstable",
+                "containerStatuses": hiding,
+                "initContainerStatuses": [status("c", json!({"requests": {"cpu": "2"}}), json!({}))]}))
+        };
+        assert!(!pods.same_charge(
+            &resized_init(json!([])),
+            &resized_init(json!([{"name": "c"}]))
+        ));
+        let infeasible = version(json!({"phase": "Running", "qosClass": "Burstable",
+            "containerStatuses": [{"name": "c"}],
+            "conditions": [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]}));
+        assert!(!pods.same_charge(&started, &infeasible));
+        let failed = version(json!({"phase": "Failed", "qosClass": "Burstable",
+            "containerStatuses": [{"name": "c"}]}));
+        assert!(!pods.same_charge(&started, &failed));
     }
 
     #[test]
