@@ -490,9 +490,12 @@ impl Informers {
             let mut stream = std::pin::pin!(stream);
             // Resolved once: a label lookup hashes and locks at every event.
             let store_objects = metrics.store_objects.with_label_values(&[&resource]);
+            // Made once: a wait made per event registers with the token, under its lock.
+            let mut cancelled = std::pin::pin!(shutdown.cancelled());
             loop {
                 let event = tokio::select! {
-                    _ = shutdown.cancelled() => break,
+                    biased;
+                    () = &mut cancelled => break,
                     event = stream.next() => event,
                 };
                 match event {

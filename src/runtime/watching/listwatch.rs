@@ -31,6 +31,7 @@
 
 use std::collections::VecDeque;
 use std::fmt::Debug;
+use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use futures::stream::BoxStream;
@@ -71,7 +72,45 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(WATCH_TIMEOUT_SECS as u64 + 5
 /// A streaming watch that ends within this time having sent nothing is taken for a refusal.
 const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
 
-type Events<K> = BoxStream<'static, kube::Result<WatchEvent<K>>>;
+/// A watch's events; it ends when the watch stays silent past [`IDLE_TIMEOUT`]. One timer
+/// per watch, moved on only when it fires: a timeout made per event registers and cancels a
+/// timer at every event, about 1 % of kcm's CPU in a churn of 150 000 pods.
+struct Events<K> {
+    stream: BoxStream<'static, kube::Result<WatchEvent<K>>>,
+    idle: Pin<Box<tokio::time::Sleep>>,
+    last: tokio::time::Instant,
+}
+
+impl<K> Events<K> {
+    fn new(stream: BoxStream<'static, kube::Result<WatchEvent<K>>>) -> Self {
+        let now = tokio::time::Instant::now();
+        Self {
+            stream,
+            idle: Box::pin(tokio::time::sleep_until(now + IDLE_TIMEOUT)),
+            last: now,
+        }
+    }
+
+    /// The next event; `None` when the watch ends or stays silent past [`IDLE_TIMEOUT`].
+    async fn next(&mut self) -> Option<kube::Result<WatchEvent<K>>> {
+        loop {
+            tokio::select! {
+                biased;
+                event = self.stream.next() => {
+                    self.last = tokio::time::Instant::now();
+                    return event;
+                }
+                () = &mut self.idle => {
+                    let deadline = self.last + IDLE_TIMEOUT;
+                    if deadline <= tokio::time::Instant::now() {
+                        return None;
+                    }
+                    self.idle.as_mut().reset(deadline);
+                }
+            }
+        }
+    }
+}
 
 enum State<K> {
     /// The initial state is to be (re)read: streamed when streaming is on, else listed.
@@ -180,9 +219,13 @@ where
         match self.wire {
             Some(wire) => {
                 let url = self.api.resource_url();
-                protobuf::watch(&self.client, url, &params, &self.version, wire).await
+                protobuf::watch(&self.client, url, &params, &self.version, wire)
+                    .await
+                    .map(Events::new)
             }
-            None => Ok(self.api.watch(&params, &self.version).await?.boxed()),
+            None => Ok(Events::new(
+                self.api.watch(&params, &self.version).await?.boxed(),
+            )),
         }
     }
 
@@ -287,7 +330,7 @@ where
                 opened,
                 events,
             } => {
-                let event = next(&mut stream).await;
+                let event = stream.next().await;
                 let counted = |stream| State::Streaming {
                     stream,
                     opened,
@@ -338,7 +381,7 @@ where
                     (Some(Err(Error::WatchStartFailed(err))), next)
                 }
             },
-            State::Watching { mut stream } => match next(&mut stream).await {
+            State::Watching { mut stream } => match stream.next().await {
                 Some(Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj))) => {
                     self.seen(&obj);
                     (Some(Ok(Event::Apply(obj))), State::Watching { stream })
@@ -374,14 +417,6 @@ where
             self.version = version;
         }
     }
-}
-
-/// The next event of a watch; `None` when it ends or stays silent past [`IDLE_TIMEOUT`].
-async fn next<K>(stream: &mut Events<K>) -> Option<kube::Result<WatchEvent<K>>> {
-    tokio::time::timeout(IDLE_TIMEOUT, stream.next())
-        .await
-        .ok()
-        .flatten()
 }
 
 /// The events of `api` (all objects it reaches), from its initial state on, for ever, read
