@@ -207,9 +207,12 @@ mod tests {
                 level: 1,
             },
         ];
-        assert_eq!(verbosity_for(Some("src/runtime/informer.rs"), 0, &rules), 4);
-        assert_eq!(verbosity_for(Some("src/app.rs"), 0, &rules), 1);
+        assert_eq!(
+            verbosity_for(Some("src/runtime/watching/informer.rs"), 0, &rules),
+            4
+        );
+        assert_eq!(verbosity_for(Some("src/app/lease.rs"), 0, &rules), 1);
         assert_eq!(verbosity_for(None, 2, &rules), 2);
-        assert_eq!(verbosity_for(Some("src/app.rs"), 2, &[]), 2);
+        assert_eq!(verbosity_for(Some("src/app/lease.rs"), 2, &[]), 2);
     }
 }
