@@ -694,6 +694,11 @@ where
             }
         }
         in_flight.settled = true;
+        // A backlog of keys whose syncs never wait (the periodic quota resync: 3 000 quotas,
+        // none to write) would otherwise be drained in one go, every other task of the
+        // current-thread runtime waiting behind it; this yields once the task's budget of
+        // 128 units is spent.
+        tokio::task::consume_budget().await;
     }
 }
 
@@ -1308,6 +1313,43 @@ mod tests {
         let counts = counts.lock().unwrap();
         assert_eq!(counts.len(), 100);
         assert!(counts.values().all(|&count| count == 1));
+    }
+
+    /// A backlog of keys whose handling never waits does not hold the runtime until it is
+    /// drained: another task runs in between.
+    #[tokio::test]
+    async fn a_backlog_that_never_waits_lets_other_tasks_run() {
+        let (queue, _) = queue::<u32>("q");
+        for key in 0..10_000 {
+            queue.add(key);
+        }
+        let handled = Arc::new(AtomicUsize::new(0));
+        let workers = {
+            let handled = handled.clone();
+            tokio::spawn(run_workers(queue.clone(), 1, move |_| {
+                handled.fetch_add(1, Ordering::SeqCst);
+                std::future::ready(Ok::<(), String>(()))
+            }))
+        };
+        // Runs once the workers have started: they yield before the backlog is drained.
+        let seen_by_another_task = tokio::spawn({
+            let handled = handled.clone();
+            async move {
+                while handled.load(Ordering::SeqCst) == 0 {
+                    tokio::task::yield_now().await;
+                }
+                handled.load(Ordering::SeqCst)
+            }
+        })
+        .await
+        .unwrap();
+        assert!(
+            seen_by_another_task < 10_000,
+            "another task ran after {seen_by_another_task} of 10 000 keys"
+        );
+        queue.shut_down();
+        workers.await.unwrap();
+        assert_eq!(handled.load(Ordering::SeqCst), 10_000);
     }
 
     /// An idle worker's size does not grow with its handler's future: the handler's state
