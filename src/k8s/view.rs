@@ -754,6 +754,13 @@ pub struct PodStatus {
     pub resource_claim_statuses: Option<Box<[PodResourceClaimStatus]>>,
 }
 
+impl PodStatus {
+    /// `Succeeded` or `Failed`: the pod's containers will not run again.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.phase.as_deref(), Some("Succeeded" | "Failed"))
+    }
+}
+
 /// A container status: the resources the kubelet allocated and actuated.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq, Hash)]
 #[serde(rename_all = "camelCase")]

@@ -63,9 +63,12 @@ impl ObjectCounter {
         tokio::spawn(async move {
             let stream = list_watch(api, resource.clone(), initial_list, None).default_backoff();
             let mut stream = std::pin::pin!(stream);
+            // Made once: a wait made per event registers with the token, under its lock.
+            let mut stopped = std::pin::pin!(task_counter.stop.cancelled());
             loop {
                 let event = tokio::select! {
-                    _ = task_counter.stop.cancelled() => break,
+                    biased;
+                    () = &mut stopped => break,
                     event = stream.next() => event,
                 };
                 match event {

@@ -416,7 +416,7 @@ pub fn stale_disruption_wait(pod: &Pod, now: &Time) -> Option<Duration> {
     // terminal pods are left alone to avoid pointless writes.
     if &*cond.status != "True"
         || cond.reason.as_deref() == Some(TERMINATION_BY_KUBELET_REASON)
-        || matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"))
+        || status.is_terminal()
     {
         return None;
     }

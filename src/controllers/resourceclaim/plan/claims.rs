@@ -278,10 +278,7 @@ pub fn uses_claims(pod: &Pod) -> bool {
 }
 
 fn phase_is_terminal(pod: &Pod) -> bool {
-    matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    )
+    pod.status.as_ref().is_some_and(|s| s.is_terminal())
 }
 
 fn node_name(pod: &Pod) -> &str {

@@ -138,7 +138,7 @@ fn same_charged_status(a: &PodStatus, b: &PodStatus) -> bool {
         container_statuses: _,
         extended_resource_claim_status,
         init_container_statuses: _,
-        phase,
+        phase: _,
         qos_class,
         resource_claim_statuses,
     } = a;
@@ -152,7 +152,7 @@ fn same_charged_status(a: &PodStatus, b: &PodStatus) -> bool {
     same_statuses
         && resize_infeasible(a) == resize_infeasible(b)
         && *extended_resource_claim_status == b.extended_resource_claim_status
-        && is_terminal(phase.as_deref()) == is_terminal(b.phase.as_deref())
+        && a.is_terminal() == b.is_terminal()
         && *qos_class == b.qos_class
         && *resource_claim_statuses == b.resource_claim_statuses
 }
@@ -174,10 +174,6 @@ fn charged_statuses(status: &PodStatus) -> Option<Vec<&ContainerStatus>> {
             .filter(|c| c.resources.is_some() || c.allocated_resources.is_some())
             .collect()
     })
-}
-
-fn is_terminal(phase: Option<&str>) -> bool {
-    matches!(phase, Some("Failed" | "Succeeded"))
 }
 
 /// Pod `MatchingResources`: the fixed names (sorted), then hugepages-prefixed names and
@@ -221,8 +217,8 @@ pub enum PodExclusion {
 
 /// [`pod_counts_for_quota`]'s reason when it is false.
 pub fn pod_quota_exclusion(pod: &Pod, now: &Time) -> Option<PodExclusion> {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    if let Some(phase @ ("Failed" | "Succeeded")) = phase {
+    if let Some(status) = pod.status.as_ref().filter(|s| s.is_terminal()) {
+        let phase = status.phase.as_deref().unwrap_or_default();
         return Some(PodExclusion::Terminal(phase.to_string()));
     }
     let meta = &pod.metadata;
