@@ -13,6 +13,7 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::str::FromStr;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 
@@ -72,8 +73,9 @@ pub struct Quantity {
     nanos: i128,
     format: Format,
     /// The input text, when upstream's parser keeps it as the `String()` value.
-    /// It is dropped by every operation that changes the value.
-    cached: Option<String>,
+    /// It is dropped by every operation that changes the value. Shared, so a copy of a
+    /// parsed quantity (usage sums copy each several times) allocates nothing.
+    cached: Option<Arc<str>>,
 }
 
 impl Quantity {
@@ -508,7 +510,7 @@ fn parse_quantity(s: &str) -> Result<Quantity, QuantityError> {
     }
     if s == "0" {
         let mut zero = Quantity::zero();
-        zero.cached = Some(s.to_owned());
+        zero.cached = Some(Arc::from(s));
         return Ok(zero);
     }
     let sc = scan(s.as_bytes())?;
@@ -546,7 +548,7 @@ fn parse_quantity(s: &str) -> Result<Quantity, QuantityError> {
     };
     let mut q = Quantity::from_nanos(nanos, format);
     if fast == Some(true) {
-        q.cached = Some(s.to_owned());
+        q.cached = Some(Arc::from(s));
     }
     Ok(q)
 }
