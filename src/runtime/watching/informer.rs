@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::listwatch::{InitialList, list_watch};
-use super::stored::{Named, Stored};
+use super::stored::{Named, NamedHasher, Stored};
 use crate::lock::lock;
 use crate::runtime::connection::reachability;
 use crate::runtime::metrics::Metrics;
@@ -67,12 +67,8 @@ pub struct Store<K> {
     objects: Arc<RwLock<Objects<K>>>,
 }
 
-/// foldhash, seeded per process: every watch event hashes a namespace and a name, which
-/// std's SipHash does several times slower.
-type Hashed = foldhash::fast::RandomState;
-
 struct Objects<K> {
-    by_namespace: HashMap<String, HashSet<Named<K>, Hashed>, Hashed>,
+    by_namespace: HashMap<String, HashSet<Named<K>, NamedHasher>, NamedHasher>,
     len: usize,
 }
 

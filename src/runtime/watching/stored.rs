@@ -26,6 +26,11 @@ use crate::k8s::podgroup::PodGroup;
 use crate::k8s::view::{self, TTL_ANNOTATION};
 use crate::runtime::protobuf::{self, Wire};
 
+/// How the sets of [`Named`] objects and their namespace maps hash: foldhash, seeded per
+/// process. Every watch event looks up a namespace and a name in them, which std's SipHash
+/// does several times slower.
+pub type NamedHasher = foldhash::fast::RandomState;
+
 /// A stored object in a set of one namespace's objects, hashed and compared by its own name,
 /// so the set needs no copy of the name as a key (the stores' namespace sets, the quota
 /// totals).
