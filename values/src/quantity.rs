@@ -446,15 +446,22 @@ fn fast_path(sc: &Scanned<'_>, format: Format, exponent: i32) -> Option<bool> {
     if sc.num.len().saturating_add(sc.denom.len()) > 18 || scale < -9 {
         return None;
     }
-    let mut shifted = sc.num.to_vec();
-    shifted.extend_from_slice(sc.denom);
-    Some(scale % 3 == 0 && !shifted.ends_with(b"000") && shifted.first() != Some(&b'0'))
+    // The digits of num then denom, read in place rather than joined into a new string.
+    let digits = || sc.num.iter().chain(sc.denom);
+    let ends_in_000 = digits().rev().take(3).filter(|&&c| c == b'0').count() == 3;
+    Some(scale % 3 == 0 && !ends_in_000 && digits().next() != Some(&b'0'))
 }
 
 /// `ceil(D * 2^bin_exp * 10^shift)` for the integer `D` spelled by `num` then `denom`,
 /// or `None` if that exceeds `i128::MAX`. Works on decimal digits so that any input
 /// length is exact.
 fn scaled_magnitude(num: &[u8], denom: &[u8], bin_exp: u32, shift: i64) -> Option<i128> {
+    scaled_magnitude_in_u128(num, denom, bin_exp, shift)
+        .or_else(|| scaled_magnitude_by_digits(num, denom, bin_exp, shift))
+}
+
+/// [`scaled_magnitude`] digit by digit, exact at any length.
+fn scaled_magnitude_by_digits(num: &[u8], denom: &[u8], bin_exp: u32, shift: i64) -> Option<i128> {
     // Little-endian digit values, leading zeros dropped.
     let mut digits: Vec<u8> = num
         .iter()
@@ -501,6 +508,25 @@ fn scaled_magnitude(num: &[u8], denom: &[u8], bin_exp: u32, shift: i64) -> Optio
         value = value.checked_add(1)?;
     }
     Some(value)
+}
+
+/// [`scaled_magnitude`] in 128-bit arithmetic, without the digit list: the answer for nearly
+/// every quantity (`100m`, `128Mi`), computed on every pod change. `None` whenever a step
+/// overflows, so the digit path decides those exactly.
+fn scaled_magnitude_in_u128(num: &[u8], denom: &[u8], bin_exp: u32, shift: i64) -> Option<i128> {
+    let d = num.iter().chain(denom).try_fold(0u128, |acc, &c| {
+        acc.checked_mul(10)?
+            .checked_add(u128::from(c.saturating_sub(b'0')))
+    })?;
+    let x = d.checked_mul(1u128.checked_shl(bin_exp)?)?;
+    let power = |n: u64| 10u128.checked_pow(u32::try_from(n).ok()?);
+    let value = if shift >= 0 {
+        x.checked_mul(power(shift.unsigned_abs())?)?
+    } else {
+        let divisor = power(shift.unsigned_abs())?;
+        x / divisor + u128::from(x % divisor != 0)
+    };
+    i128::try_from(value).ok()
 }
 
 /// `resource.ParseQuantity`.
@@ -563,6 +589,47 @@ mod tests {
 
     fn q(s: &str) -> Quantity {
         s.parse().unwrap_or_else(|e| panic!("{s:?}: {e}"))
+    }
+
+    /// Wherever the 128-bit path answers, it is the digit path's answer: rounding of dropped
+    /// fractions, leading zeros, and the edges of the range.
+    #[test]
+    fn the_128_bit_magnitude_is_the_digit_magnitude() {
+        let digit_strings = [
+            "",
+            "0",
+            "00",
+            "1",
+            "7",
+            "10",
+            "100",
+            "999",
+            "1000",
+            "00123",
+            "123456789",
+            "170141183460469231731687303715884105727",
+            "99999999999999999999999999999999999999",
+        ];
+        let mut answered = 0;
+        for num in digit_strings {
+            for denom in ["", "0", "5", "001", "25", "999999999"] {
+                for bin_exp in [0, 1, 10, 20, 60, 64, 100, 127, 128] {
+                    for shift in [-40, -39, -12, -9, -3, -1, 0, 1, 3, 9, 12, 30, 38, 39] {
+                        let (num, denom) = (num.as_bytes(), denom.as_bytes());
+                        let fast = scaled_magnitude_in_u128(num, denom, bin_exp, shift);
+                        let exact = scaled_magnitude_by_digits(num, denom, bin_exp, shift);
+                        if fast.is_some() {
+                            answered += 1;
+                            assert_eq!(fast, exact, "{num:?} {denom:?} 2^{bin_exp} 10^{shift}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            answered > 3000,
+            "the 128-bit path answered only {answered} cases"
+        );
     }
 
     /// upstream's `decQuantity(m, exp, format)`: m * 10^exp, which must be whole nanos.
