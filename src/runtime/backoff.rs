@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
+use super::watching::stored::KeyHasher;
+
 /// client-go's default per-item base delay.
 pub const DEFAULT_BASE_DELAY: Duration = Duration::from_millis(5);
 /// client-go's default per-item maximum delay.
@@ -27,7 +29,7 @@ const MAX_BUCKET_DELAY: Duration = Duration::from_nanos(i64::MAX as u64);
 pub struct RateLimiter<K> {
     base_delay: Duration,
     max_delay: Duration,
-    failures: HashMap<K, u32>,
+    failures: HashMap<K, u32, KeyHasher>,
     bucket: TokenBucket,
 }
 
@@ -56,7 +58,7 @@ impl<K: Eq + Hash + Clone> RateLimiter<K> {
         Self {
             base_delay: base,
             max_delay: cap,
-            failures: HashMap::new(),
+            failures: HashMap::default(),
             bucket: TokenBucket::new(qps, burst),
         }
     }

@@ -30,6 +30,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::backoff::RateLimiter;
+use super::watching::stored::KeyHasher;
 use crate::lock::lock;
 
 /// client-go restarts a crashed worker through `wait.Until(worker, time.Second, stopCh)`.
@@ -208,20 +209,20 @@ struct State<K> {
     /// Keys ready to be handed out, in order; each is also in `dirty` and not in `processing`.
     fifo: VecDeque<K>,
     /// Keys that need processing (queued, or re-added while being processed).
-    dirty: HashSet<K>,
+    dirty: HashSet<K, KeyHasher>,
     /// Keys handed out by `get` and not yet `done`.
-    processing: HashSet<K>,
+    processing: HashSet<K, KeyHasher>,
     shutting_down: bool,
     /// Delayed keys by ready time; the sequence number keeps equal ready times in FIFO order.
     waiting: BTreeMap<(Instant, u64), K>,
     /// Each delayed key's slot in `waiting`, so a key waits at most once (earliest time wins).
-    waiting_slots: HashMap<K, (Instant, u64)>,
+    waiting_slots: HashMap<K, (Instant, u64), KeyHasher>,
     next_waiting_seq: u64,
     limiter: RateLimiter<K>,
     /// First add not yet handed out, for `workqueue_queue_duration_seconds` (metrics only).
-    added_at: HashMap<K, Instant>,
+    added_at: HashMap<K, Instant, KeyHasher>,
     /// When each processing key was handed out, for the work-duration families (metrics only).
-    processing_since: HashMap<K, Instant>,
+    processing_since: HashMap<K, Instant, KeyHasher>,
 }
 
 struct Inner<K> {
@@ -384,15 +385,15 @@ impl<K: QueueKey> WorkQueue<K> {
                 metrics: queue_metrics,
                 state: Mutex::new(State {
                     fifo: VecDeque::new(),
-                    dirty: HashSet::new(),
-                    processing: HashSet::new(),
+                    dirty: HashSet::default(),
+                    processing: HashSet::default(),
                     shutting_down: false,
                     waiting: BTreeMap::new(),
-                    waiting_slots: HashMap::new(),
+                    waiting_slots: HashMap::default(),
                     next_waiting_seq: 0,
                     limiter,
-                    added_at: HashMap::new(),
-                    processing_since: HashMap::new(),
+                    added_at: HashMap::default(),
+                    processing_since: HashMap::default(),
                 }),
                 item_ready: Notify::new(),
                 idle: Notify::new(),

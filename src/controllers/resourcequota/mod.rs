@@ -33,7 +33,6 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::ResourceQuota;
-use kube::ResourceExt;
 use kube::api::ApiResource;
 use tokio::sync::{Notify, mpsc};
 
@@ -47,6 +46,7 @@ use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
 use crate::runtime::watching::counter::CountChange;
 use crate::runtime::watching::informer::{Change, Informer};
+use crate::runtime::watching::stored::key_of;
 use crate::runtime::writing::mutation::{MUTATION_TTL, MutationCache};
 use crate::runtime::writing::writer::ApiWriter;
 
@@ -94,11 +94,7 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
 };
 
 fn key(quota: &ResourceQuota) -> String {
-    format!(
-        "{}/{}",
-        quota.namespace().unwrap_or_default(),
-        quota.name_any()
-    )
+    key_of(quota)
 }
 
 fn hard_names(quota: &ResourceQuota) -> Vec<String> {

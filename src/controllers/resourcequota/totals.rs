@@ -36,7 +36,7 @@ use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::runtime::watching::stored::{Named, NamedHasher, Stored};
+use crate::runtime::watching::stored::{KeyHasher, Named, Stored};
 
 use super::evaluator::{Evaluator, EvaluatorInputs};
 use super::scope::QuotaScope;
@@ -162,7 +162,7 @@ fn scope_key(scope: &QuotaScope) -> ScopeKey {
 struct Namespace<K> {
     /// The store's own `Arc` of every object counted (or evaluated at sync), by its name
     /// (not copied into a key: ~40 bytes a pod).
-    objects: HashSet<Named<K>, NamedHasher>,
+    objects: HashSet<Named<K>, KeyHasher>,
     /// Names of the objects evaluated at each sync instead of summed.
     volatile: BTreeSet<String>,
     /// Each scope-set's sums: a list sized to its entries (usually one), where a map's
@@ -174,7 +174,7 @@ struct Namespace<K> {
 
 impl<K: Stored> Namespace<K> {
     fn from_objects<E: Evaluator<Object = K>>(evaluator: &E, objects: Vec<Arc<K>>) -> Self {
-        let objects: HashSet<Named<K>, NamedHasher> = objects.into_iter().map(Named).collect();
+        let objects: HashSet<Named<K>, KeyHasher> = objects.into_iter().map(Named).collect();
         let volatile = objects
             .iter()
             .filter(|o| evaluator.volatile(&o.0))
@@ -310,7 +310,7 @@ fn name_of<K: Stored>(object: &K) -> String {
 struct Inner<K, C> {
     /// The context the sums were made in.
     context: Option<C>,
-    namespaces: HashMap<String, Namespace<K>, NamedHasher>,
+    namespaces: HashMap<String, Namespace<K>, KeyHasher>,
 }
 
 /// The usage totals of one evaluator. Namespaces are tracked from the first sync of one of

@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::listwatch::{InitialList, list_watch};
-use super::stored::{Named, NamedHasher, Stored};
+use super::stored::{KeyHasher, Named, Stored};
 use crate::lock::lock;
 use crate::runtime::connection::reachability;
 use crate::runtime::metrics::Metrics;
@@ -68,7 +68,7 @@ pub struct Store<K> {
 }
 
 struct Objects<K> {
-    by_namespace: HashMap<String, HashSet<Named<K>, NamedHasher>, NamedHasher>,
+    by_namespace: HashMap<String, HashSet<Named<K>, KeyHasher>, KeyHasher>,
     len: usize,
 }
 

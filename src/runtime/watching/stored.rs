@@ -26,10 +26,11 @@ use crate::k8s::podgroup::PodGroup;
 use crate::k8s::view::{self, TTL_ANNOTATION};
 use crate::runtime::protobuf::{self, Wire};
 
-/// How the sets of [`Named`] objects and their namespace maps hash: foldhash, seeded per
-/// process. Every watch event looks up a namespace and a name in them, which std's SipHash
-/// does several times slower.
-pub type NamedHasher = foldhash::fast::RandomState;
+/// How the sets of [`Named`] objects, their namespace maps and the work queues' keys hash:
+/// foldhash, seeded per process (so crafted names cannot collide on purpose). Every watch
+/// event looks up a namespace and a name in them and queues a key, which std's SipHash does
+/// several times slower.
+pub type KeyHasher = foldhash::fast::RandomState;
 
 /// A stored object in a set of one namespace's objects, hashed and compared by its own name,
 /// so the set needs no copy of the name as a key (the stores' namespace sets, the quota
@@ -275,7 +276,17 @@ impl Shaped for StatefulSet {
 /// `MetaNamespaceKeyFunc`, with the namespace always present).
 pub fn key_of<K: Stored>(obj: &K) -> String {
     let (namespace, name) = obj.place();
-    format!("{namespace}/{name}")
+    join_key(namespace, name)
+}
+
+/// The [`key_of`] key of `namespace` and `name`. Sized once: handlers build one for nearly
+/// every watch event, and `format!` grows its string from a guess, a reallocation or two each.
+pub fn join_key(namespace: &str, name: &str) -> String {
+    let mut key = String::with_capacity(namespace.len() + 1 + name.len());
+    key.push_str(namespace);
+    key.push('/');
+    key.push_str(name);
+    key
 }
 
 /// The namespace and name of a [`key_of`] key. An apiVersion splits the same way into its
