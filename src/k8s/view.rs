@@ -241,13 +241,18 @@ impl ResourceMap {
 
 impl<K: AsRef<str>> FromIterator<(K, Quantity)> for ResourceMap {
     fn from_iter<I: IntoIterator<Item = (K, Quantity)>>(entries: I) -> Self {
-        Self::from_list(
-            entries
-                .into_iter()
-                .map(|(k, v)| (intern(k.as_ref()), v))
-                .collect(),
-        )
+        Self::from_list(exact_list(
+            entries.into_iter().map(|(k, v)| (intern(k.as_ref()), v)),
+        ))
     }
+}
+
+/// `entries` in a list of their number: `collect` from a decoded message's list reuses that
+/// list's larger allocation in place, which boxing then reallocates smaller, on every event.
+fn exact_list<T>(entries: impl Iterator<Item = T>) -> Vec<T> {
+    let mut list = Vec::with_capacity(entries.size_hint().0);
+    list.extend(entries);
+    list
 }
 
 impl<'a> IntoIterator for &'a ResourceMap {
@@ -353,12 +358,11 @@ impl Labels {
 
 impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for Labels {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(labels: I) -> Self {
-        Self::from_list(
+        Self::from_list(exact_list(
             labels
                 .into_iter()
-                .map(|(k, v)| (intern(k.as_ref()), intern(v.as_ref())))
-                .collect(),
-        )
+                .map(|(k, v)| (intern(k.as_ref()), intern(v.as_ref()))),
+        ))
     }
 }
 

@@ -348,16 +348,23 @@ impl From<PodStatusPb> for view::PodStatus {
             |list: Vec<ContainerStatusPb>| shared(list.into_iter().map(Into::into).collect());
         view::PodStatus {
             conditions: omit_empty(status.conditions).map(|conditions| {
-                conditions
-                    .into_iter()
-                    .filter(|c| view::is_kept_condition(c.r#type.as_deref().unwrap_or_default()))
-                    .map(|c| view::PodCondition {
-                        last_transition_time: time_of(c.last_transition_time),
-                        reason: non_empty(c.reason).map(|r| intern(&r)),
-                        status: intern(c.status.as_deref().unwrap_or_default()),
-                        type_: intern(c.r#type.as_deref().unwrap_or_default()),
-                    })
-                    .collect()
+                let kept = |c: &PodConditionPb| {
+                    view::is_kept_condition(c.r#type.as_deref().unwrap_or_default())
+                };
+                // Sized to the kept ones, so boxing the list does not reallocate it.
+                let mut list = Vec::with_capacity(conditions.iter().filter(|c| kept(c)).count());
+                list.extend(
+                    conditions
+                        .into_iter()
+                        .filter(kept)
+                        .map(|c| view::PodCondition {
+                            last_transition_time: time_of(c.last_transition_time),
+                            reason: non_empty(c.reason).map(|r| intern(&r)),
+                            status: intern(c.status.as_deref().unwrap_or_default()),
+                            type_: intern(c.r#type.as_deref().unwrap_or_default()),
+                        }),
+                );
+                list.into_boxed_slice()
             }),
             container_statuses: omit_empty(status.container_statuses).map(statuses),
             extended_resource_claim_status: status.extended_resource_claim_status.map(|s| {
