@@ -65,16 +65,28 @@ impl ResourceClaims {
     }
 
     fn index_pod(&self, pod: &Pod, deleted: bool) {
-        let key = key_of(pod);
         let namespace = pod.place().0;
-        self.pods_by_claim
-            .set(&key, keys_in(namespace, resolved_names(pod), deleted));
-        self.pods_by_template
-            .set(&key, keys_in(namespace, template_names(pod), deleted));
-        if self.features.workload_claims {
-            let group = pod_group_name(pod).into_iter().collect();
-            self.pods_by_group
-                .set(&key, keys_in(namespace, group, deleted));
+        let group = if self.features.workload_claims {
+            pod_group_name(pod).into_iter().collect()
+        } else {
+            Vec::new()
+        };
+        let entries = [
+            (&self.pods_by_claim, resolved_names(pod)),
+            (&self.pods_by_template, template_names(pod)),
+            (&self.pods_by_group, group),
+        ];
+        // Most pods name no claim, template or group, and most clusters index none: then
+        // there is nothing to record or undo, and no key to build for the event.
+        if entries
+            .iter()
+            .all(|(index, names)| names.is_empty() && index.is_empty())
+        {
+            return;
+        }
+        let key = key_of(pod);
+        for (index, names) in entries {
+            index.set(&key, keys_in(namespace, names, deleted));
         }
     }
 

@@ -60,11 +60,12 @@ impl Index {
         keys
     }
 
-    /// How many index values are held (for tests of cleanup).
+    /// How many index values are held.
     pub fn len(&self) -> usize {
         lock(&self.inner).by_value.len()
     }
 
+    /// No object has a value: a change to one that has none either has nothing to undo.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
