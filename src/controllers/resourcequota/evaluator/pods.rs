@@ -253,14 +253,18 @@ pub fn pod_usage(pod: &Pod, now: &Time, gates: QuotaGates) -> Usage {
     let parsed = ParsedPod::new(pod, gates, &mut problems);
     let requests = parsed.requests(&mut problems);
     let limits = parsed.limits(&mut problems);
-    // No overlap with count/pods, so quota.Add is a plain union.
-    list.extend(pod_compute_usage(&requests, &limits));
+    // No overlap with count/pods, so quota.Add is a plain union: added into the same list.
+    add_pod_compute_usage(&mut list, &requests, &limits);
     Usage { list, problems }
 }
 
-/// `podComputeUsageHelper`.
-fn pod_compute_usage(requests: &ResourceList, limits: &ResourceList) -> ResourceList {
-    let mut result = ResourceList::from([(PODS.to_string(), one())]);
+/// `podComputeUsageHelper`, into `result`.
+fn add_pod_compute_usage(
+    result: &mut ResourceList,
+    requests: &ResourceList,
+    limits: &ResourceList,
+) {
+    result.insert(PODS.to_string(), one());
     for (name, requests_name, limits_name) in COMPUTE_NAMES {
         if let Some(request) = requests.get(name) {
             result.insert(name.to_string(), request.clone());
@@ -279,7 +283,6 @@ fn pod_compute_usage(requests: &ResourceList, limits: &ResourceList) -> Resource
             result.insert(format!("{REQUESTS_PREFIX}{name}"), request.clone());
         }
     }
-    result
 }
 
 fn cross_namespace_term(term: &PodAffinityTerm) -> bool {
