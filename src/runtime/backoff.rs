@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::{Duration, Instant};
 
-use super::watching::stored::KeyHasher;
+use super::KeyHasher;
 
 /// client-go's default per-item base delay.
 pub const DEFAULT_BASE_DELAY: Duration = Duration::from_millis(5);

@@ -21,3 +21,9 @@ pub mod rbac;
 pub mod startup;
 pub mod watching;
 pub mod writing;
+
+/// How the stores' namespace maps and sets of [`watching::stored::Named`] objects, the quota
+/// totals and the work queues hash names and keys: foldhash, seeded per process (so crafted
+/// names cannot collide on purpose). Every watch event looks up a namespace and a name and
+/// queues a key, which std's SipHash does several times slower.
+pub type KeyHasher = foldhash::fast::RandomState;

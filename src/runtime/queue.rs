@@ -29,8 +29,8 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::KeyHasher;
 use super::backoff::RateLimiter;
-use super::watching::stored::KeyHasher;
 use crate::lock::lock;
 
 /// client-go restarts a crashed worker through `wait.Until(worker, time.Second, stopCh)`.

@@ -18,17 +18,14 @@ use crate::k8s::view::Pod;
 use crate::lock::lock;
 use crate::runtime::watching::index::Index;
 use crate::runtime::watching::informer::Change;
-use crate::runtime::watching::stored::{Stored, key_of, split_key};
+use crate::runtime::watching::stored::{Stored, join_key, key_of, split_key};
 
 /// `names` as `namespace/name` keys; none for a deleted object, which leaves the index.
 fn keys_in(namespace: &str, names: Vec<&str>, deleted: bool) -> Vec<String> {
     if deleted {
         return Vec::new();
     }
-    names
-        .into_iter()
-        .map(|n| format!("{namespace}/{n}"))
-        .collect()
+    names.into_iter().map(|n| join_key(namespace, n)).collect()
 }
 
 /// The object and whether it was deleted; `None` for the end of a relist.

@@ -25,7 +25,7 @@ use super::error::ClaimError;
 use crate::k8s::podgroup::PodGroup;
 use crate::k8s::validation::is_dns1123_subdomain;
 use crate::k8s::view::Pod;
-use crate::runtime::watching::stored::{Stored, key_of, split_key};
+use crate::runtime::watching::stored::{Stored, join_key, key_of, split_key};
 
 /// What a plan reads: the stores, as this controller knows them.
 pub trait Stores {
@@ -128,7 +128,7 @@ pub fn plan_pod_change(
     let namespace = pod.namespace().unwrap_or_default();
     if !pod_needs_claims(pod, deleted) {
         let names = claims_to_release(pod).into_iter();
-        plan.claims = names.map(|name| format!("{namespace}/{name}")).collect();
+        plan.claims = names.map(|name| join_key(&namespace, name)).collect();
     }
     let claim = |name: &str| stores.claim(&namespace, name);
     let found = pod_group(pod, stores, features);
@@ -164,7 +164,7 @@ pub fn plan_group_change(group: &PodGroup, deleted: bool, stores: &impl Stores) 
     if deleted {
         plan.claims = group_resolved_names(group)
             .into_iter()
-            .map(|name| format!("{namespace}/{name}"))
+            .map(|name| join_key(namespace, name))
             .collect();
     }
     plan.group = group_needs_work(group, |name| stores.claim(namespace, name));

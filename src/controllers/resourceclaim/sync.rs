@@ -23,7 +23,7 @@ use super::{Key, ResourceClaims};
 use crate::controllers::ControllerError;
 use crate::k8s::podgroup::PodGroup;
 use crate::k8s::view::Pod;
-use crate::runtime::watching::stored::{key_of, split_key};
+use crate::runtime::watching::stored::{join_key, key_of, split_key};
 
 impl ResourceClaims {
     /// The sync a work item's key names.
@@ -238,7 +238,7 @@ pub(super) async fn sync_claim(fx: &impl Effects, key: &str) -> Result<(), Claim
     let features = fx.features();
     let mut fetched = Fetched::default();
     for (kind, name) in consumers_to_fetch(&claim, fx, features) {
-        let key = format!("{namespace}/{name}");
+        let key = join_key(namespace, &name);
         match kind {
             Consumer::Pod => fetched.pods.extend(
                 fx.get_pod(namespace, &name)

@@ -10,10 +10,11 @@ use kube::ResourceExt;
 use super::evaluator::{AnyEvaluator, EvaluatorInputs};
 use super::plan::status::{hard_changed, needs_priority, status_hard};
 use super::plan::tracked;
-use super::{Quota, hard_names, key, same_status_hard_names};
+use super::{Quota, hard_names, same_status_hard_names};
 use crate::lock::lock;
 use crate::runtime::watching::counter::CountChange;
 use crate::runtime::watching::informer::Change;
+use crate::runtime::watching::stored::key_of;
 
 impl Quota {
     /// An object count changed in a namespace (or listed for the first time: every
@@ -45,9 +46,9 @@ impl Quota {
         self.ensure_counters(hard_names(quota).iter());
         let (at, evaluators) = (self.inputs(), self.evaluators());
         if needs_priority(quota, |n| tracked(&evaluators, n, &at)) {
-            self.priority.add(key(quota));
+            self.priority.add(key_of(quota));
         } else {
-            self.primary.add(key(quota));
+            self.primary.add(key_of(quota));
         }
     }
 
@@ -60,13 +61,13 @@ impl Quota {
             // watch brings the new `status.hard`, one more sync counts it (beyond upstream,
             // which waits for the periodic resync). No write when nothing changed.
             Change::Updated { old, new } if !same_status_hard_names(&old, &new) => {
-                self.primary.add(key(&new))
+                self.primary.add(key_of(new.as_ref()))
             }
             Change::Updated { .. } | Change::Synced => {}
             Change::Deleted(q) => {
                 self.written
                     .forget(&q.namespace().unwrap_or_default(), &q.name_any());
-                self.primary.add(key(&q))
+                self.primary.add(key_of(q.as_ref()))
             }
         }
     }
@@ -77,7 +78,7 @@ impl Quota {
             let tracked = status_hard(&quota)
                 .is_some_and(|hard| hard.keys().any(|name| evaluator.covers(name, at)));
             if tracked {
-                self.primary.add(key(&quota));
+                self.primary.add(key_of(quota.as_ref()));
             }
         }
     }

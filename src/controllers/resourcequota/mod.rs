@@ -46,7 +46,6 @@ use crate::runtime::queue::WorkQueue;
 use crate::runtime::rbac::{EVENTS, Rule, informs};
 use crate::runtime::watching::counter::CountChange;
 use crate::runtime::watching::informer::{Change, Informer};
-use crate::runtime::watching::stored::key_of;
 use crate::runtime::writing::mutation::{MUTATION_TTL, MutationCache};
 use crate::runtime::writing::writer::ApiWriter;
 
@@ -92,10 +91,6 @@ pub const DESCRIPTOR: Descriptor = Descriptor {
     },
     run: |ctx| run(ctx).boxed(),
 };
-
-fn key(quota: &ResourceQuota) -> String {
-    key_of(quota)
-}
 
 fn hard_names(quota: &ResourceQuota) -> Vec<String> {
     plan::status::hard(quota)

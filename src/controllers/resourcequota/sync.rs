@@ -14,10 +14,10 @@ use kube::api::Api;
 use super::evaluator::{AnyEvaluator, EvaluatorInputs};
 use super::plan::{plan_sync, quota_scope};
 use super::scope::QuotaScope;
-use super::{Quota, QuotaError, hard_names, key};
+use super::{Quota, QuotaError, hard_names};
 use crate::controllers::ControllerError;
 use crate::lock::lock;
-use crate::runtime::watching::stored::split_key;
+use crate::runtime::watching::stored::{key_of, split_key};
 
 /// Namespaces the safety net checks between two yields to the runtime.
 const VERIFY_BATCH: usize = 16;
@@ -109,7 +109,7 @@ impl Quota {
     pub(super) async fn resync(&self) {
         self.verify_totals().await;
         for each in self.quotas.store().state() {
-            self.primary.add(key(&each));
+            self.primary.add(key_of(each.as_ref()));
         }
     }
 }

@@ -36,7 +36,8 @@ use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::runtime::watching::stored::{KeyHasher, Named, Stored};
+use crate::runtime::KeyHasher;
+use crate::runtime::watching::stored::{Named, Stored};
 
 use super::evaluator::{Evaluator, EvaluatorInputs};
 use super::scope::QuotaScope;

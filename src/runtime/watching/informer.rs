@@ -17,8 +17,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::listwatch::{InitialList, list_watch};
-use super::stored::{KeyHasher, Named, Stored};
+use super::stored::{Named, Stored};
 use crate::lock::lock;
+use crate::runtime::KeyHasher;
 use crate::runtime::connection::reachability;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::protobuf::ContentType;

@@ -26,12 +26,6 @@ use crate::k8s::podgroup::PodGroup;
 use crate::k8s::view::{self, TTL_ANNOTATION};
 use crate::runtime::protobuf::{self, Wire};
 
-/// How the sets of [`Named`] objects, their namespace maps and the work queues' keys hash:
-/// foldhash, seeded per process (so crafted names cannot collide on purpose). Every watch
-/// event looks up a namespace and a name in them and queues a key, which std's SipHash does
-/// several times slower.
-pub type KeyHasher = foldhash::fast::RandomState;
-
 /// A stored object in a set of one namespace's objects, hashed and compared by its own name,
 /// so the set needs no copy of the name as a key (the stores' namespace sets, the quota
 /// totals).
