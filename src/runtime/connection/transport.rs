@@ -9,6 +9,12 @@
 //!   to hundreds of KiB for good: 2 MB over the 26 connections of the scale bench, a heap
 //!   profile showed (benches/README.md). One TLS record is 16 KiB, so reads stay whole
 //!   records.
+//! - **Each connection's socket is read through a buffer** of [`SOCKET_BUFFER`] bytes. rustls
+//!   asks its transport for at most 4 KiB at a time, so a 4.5 KiB pod event took two
+//!   `recvfrom` calls and a burst of events one per 4 KiB; through the buffer, one call takes
+//!   whatever the socket holds, up to one TLS record, and rustls's reads are copies from it.
+//!   tokio's `BufReader` does the buffering; [`BufferedTcp`] only lets hyper see it as a
+//!   connection.
 //! - **No tracing layer.** kube's logs each request's span and failures under a target kcm
 //!   filters out, since kcm logs the same failures itself.
 //!
@@ -17,19 +23,88 @@
 //! configured headers. kcm's kube build has no proxy support, so a kubeconfig's proxy URL is
 //! refused, as kube's builder refuses it.
 
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use http::{Request, Response};
 use hyper_timeout::TimeoutConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use kube::Config;
 use kube::client::retry::RetryPolicy;
 use kube::client::{Body, ConfigExt, DynBody};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader, ReadBuf};
+use tokio::net::TcpStream;
 use tower::retry::RetryLayer;
 use tower::util::BoxService;
 use tower::{BoxError, ServiceBuilder, ServiceExt};
 
 /// The most an HTTP/1 connection's read buffer holds: one TLS record.
 pub const READ_BUFFER_LIMIT: usize = 16 * 1024;
+
+/// How much of a connection's socket one read takes: one TLS record (16 KiB of data and its
+/// header).
+pub const SOCKET_BUFFER: usize = 16 * 1024 + 64;
+
+/// A TCP connection read through a buffer (see the module's comment); writes go straight
+/// to the socket.
+pub struct BufferedTcp(BufReader<TcpStream>);
+
+impl BufferedTcp {
+    fn new(io: TokioIo<TcpStream>) -> TokioIo<Self> {
+        TokioIo::new(Self(BufReader::with_capacity(
+            SOCKET_BUFFER,
+            io.into_inner(),
+        )))
+    }
+}
+
+impl Connection for BufferedTcp {
+    fn connected(&self) -> Connected {
+        self.0.get_ref().connected()
+    }
+}
+
+impl AsyncRead for BufferedTcp {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for BufferedTcp {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
 
 /// The stack each client's own layers wrap, as kube's builder gives it.
 pub type Stack = BoxService<Request<Body>, Response<Box<DynBody>>, BoxError>;
@@ -50,7 +125,8 @@ pub fn stack(config: &Config) -> Result<Stack, TransportError> {
     let mut http = HttpConnector::new();
     // The scheme is the TLS connector's to check: it may be https.
     http.enforce_http(false);
-    let mut connector = TimeoutConnector::new(config.rustls_https_connector_with_connector(http)?);
+    let tcp = http.map_response(BufferedTcp::new);
+    let mut connector = TimeoutConnector::new(config.rustls_https_connector_with_connector(tcp)?);
     connector.set_connect_timeout(config.connect_timeout);
     connector.set_read_timeout(config.read_timeout);
     connector.set_write_timeout(config.write_timeout);
