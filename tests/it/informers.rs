@@ -444,6 +444,7 @@ async fn informers_store_the_same_pods_and_nodes_in_protobuf_as_in_json() {
         assert_eq!(initial_nodes.len(), 1, "{case}");
 
         // Watch events: updates, a delete, an add.
+        let mut changes = [&protobuf, &json].map(|i| i.get::<PodView>().subscribe());
         let mut unready = rich_pod("web-1", "False");
         unready.metadata.resource_version =
             pods.get("web-1").await.unwrap().metadata.resource_version;
@@ -471,5 +472,26 @@ async fn informers_store_the_same_pods_and_nodes_in_protobuf_as_in_json() {
             || async { stored(&protobuf).0 == live && stored(&json).0 == live },
         )
         .await;
+        // A deleted pod is read for its metadata alone in protobuf: its subscribers get the
+        // version stored, spec and status included, as from JSON.
+        let mut deleted = Vec::new();
+        for rx in &mut changes {
+            loop {
+                if let Change::Deleted(pod) = next_change(rx).await {
+                    deleted.push(pod);
+                    break;
+                }
+            }
+        }
+        assert_eq!(deleted[0], deleted[1], "{case}: the deleted pod");
+        assert_eq!(deleted[0].name_any(), "web-2", "{case}");
+        assert!(
+            deleted[0]
+                .spec
+                .as_ref()
+                .is_some_and(|s| !s.containers.is_empty())
+                && deleted[0].status.is_some(),
+            "{case}: the deleted pod as stored"
+        );
     }
 }

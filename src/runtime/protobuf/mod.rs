@@ -94,6 +94,26 @@ pub struct Wire<K> {
     pub watch_accept: &'static str,
     /// An object's message (the `raw` of its envelope) into `K`.
     pub decode: fn(Bytes) -> Result<K, DecodeError>,
+    /// A DELETED event's object into `K`. The informer hands its handlers the version it
+    /// stored and reads only the deleted object's name, namespace and resourceVersion, so a
+    /// type may read less of it than [`Wire::decode`] does.
+    pub decode_deleted: fn(Bytes) -> Result<K, DecodeError>,
+}
+
+impl<K> Wire<K> {
+    /// Every object read by `decode`, deleted ones included.
+    pub const fn new(
+        list_accept: &'static str,
+        watch_accept: &'static str,
+        decode: fn(Bytes) -> Result<K, DecodeError>,
+    ) -> Self {
+        Self {
+            list_accept,
+            watch_accept,
+            decode,
+            decode_deleted: decode,
+        }
+    }
 }
 
 impl<K> Clone for Wire<K> {
@@ -119,21 +139,17 @@ const METADATA_JSON_ACCEPT: &str =
 
 /// Metadata-only objects (`PartialObjectMetadata`) of any type.
 pub fn metadata<K>() -> Wire<PartialObjectMeta<K>> {
-    Wire {
-        list_accept: METADATA_LIST_ACCEPT,
-        watch_accept: METADATA_ACCEPT,
-        decode: |raw| {
-            let object = MetaOnly::decode(raw)?;
-            Ok(PartialObjectMeta {
-                types: Some(TypeMeta {
-                    api_version: "meta.k8s.io/v1".into(),
-                    kind: "PartialObjectMetadata".into(),
-                }),
-                metadata: object.metadata.unwrap_or_default().into(),
-                _phantom: PhantomData,
-            })
-        },
-    }
+    Wire::new(METADATA_LIST_ACCEPT, METADATA_ACCEPT, |raw| {
+        let object = MetaOnly::decode(raw)?;
+        Ok(PartialObjectMeta {
+            types: Some(TypeMeta {
+                api_version: "meta.k8s.io/v1".into(),
+                kind: "PartialObjectMetadata".into(),
+            }),
+            metadata: object.metadata.unwrap_or_default().into(),
+            _phantom: PhantomData,
+        })
+    })
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -668,16 +684,13 @@ pub fn decode_status(body: Bytes) -> Result<Status, DecodeError> {
 }
 
 /// One watch frame (a bare `metav1.WatchEvent`).
-pub fn decode_event<K>(
-    frame: Bytes,
-    item: fn(Bytes) -> Result<K, DecodeError>,
-) -> Result<WatchEvent<K>, DecodeError> {
+pub fn decode_event<K>(frame: Bytes, wire: Wire<K>) -> Result<WatchEvent<K>, DecodeError> {
     let event = WatchEventPb::decode(frame)?;
     let object = unwrap(event.object.and_then(|o| o.raw).unwrap_or_default())?;
     Ok(match event.r#type.as_deref().unwrap_or_default() {
-        "ADDED" => WatchEvent::Added(item(object)?),
-        "MODIFIED" => WatchEvent::Modified(item(object)?),
-        "DELETED" => WatchEvent::Deleted(item(object)?),
+        "ADDED" => WatchEvent::Added((wire.decode)(object)?),
+        "MODIFIED" => WatchEvent::Modified((wire.decode)(object)?),
+        "DELETED" => WatchEvent::Deleted((wire.decode_deleted)(object)?),
         "BOOKMARK" => {
             let meta = MetaOnly::decode(object)?.metadata.unwrap_or_default();
             WatchEvent::Bookmark(Bookmark {
@@ -850,7 +863,7 @@ pub async fn watch<K: DeserializeOwned + Send + 'static>(
         events(chunks, Frames::default(), move |frames: &mut Frames| {
             frames
                 .next()?
-                .map(|frame| decode_event(frame, wire.decode))
+                .map(|frame| decode_event(frame, wire))
                 .transpose()
         })
     } else {
@@ -912,8 +925,9 @@ mod tests {
     /// namespace (`sendInitialEvents=true`): the bookmark that ends the initial state.
     const BOOKMARK_FRAME: &[u8] = b"\x00\x00\x00\x90\x0a\x08BOOKMARK\x12\x83\x01\x0a\x80\x01k8s\x00\x0a\x09\x0a\x02v1\x12\x03Pod\x12\x6b\x0a\x36\x0a\x00\x12\x00\x1a\x00\x22\x00\x2a\x00\x32\x032088\x00\x42\x00\x62\x21\x0a\x19k8s.io/initial-events-end\x12\x04true\x12\x1c\x1a\x00\x32\x00\x42\x00\x4a\x00\x52\x00\x58\x00\x60\x00\x68\x00\x82\x01\x00\x8a\x01\x00\x9a\x01\x00\xc2\x01\x00\x1a\x13\x0a\x00\x1a\x00\x22\x00\x2a\x00\x32\x00\x4a\x00\x5a\x00\x72\x00\x88\x01\x00\x1a\x00\x22\x00";
 
-    fn no_object(_: Bytes) -> Result<(), DecodeError> {
-        panic!("a bookmark's object is read for its metadata only")
+    /// A wire whose objects are never read: a bookmark's object is read for its metadata only.
+    fn no_object() -> Wire<()> {
+        Wire::new(ACCEPT, ACCEPT, |_| panic!("an object read"))
     }
 
     #[test]
@@ -922,7 +936,7 @@ mod tests {
         frames.extend(BOOKMARK_FRAME);
         let frame = frames.next().unwrap().expect("one whole frame");
         assert!(frames.next().unwrap().is_none());
-        let WatchEvent::Bookmark(bookmark) = decode_event(frame, no_object).unwrap() else {
+        let WatchEvent::Bookmark(bookmark) = decode_event(frame, no_object()).unwrap() else {
             panic!("a bookmark")
         };
         assert_eq!(bookmark.metadata.resource_version, "208");
@@ -970,12 +984,12 @@ mod tests {
         let mut event = BOOKMARK_FRAME[4..].to_vec();
         event[16] = b'x';
         assert!(matches!(
-            decode_event(Bytes::from(event), no_object),
+            decode_event(Bytes::from(event), no_object()),
             Err(DecodeError::NoMagic)
         ));
         let unknown = b"\x0a\x04WHAT\x12\x06\x0a\x04k8s\x00";
         assert!(matches!(
-            decode_event(Bytes::from_static(unknown), no_object),
+            decode_event(Bytes::from_static(unknown), no_object()),
             Err(DecodeError::EventType(t)) if t == "WHAT"
         ));
     }

@@ -17,11 +17,9 @@ use super::{
 
 /// PodDisruptionBudgets in protobuf.
 pub fn wire() -> Wire<PodDisruptionBudget> {
-    Wire {
-        list_accept: ACCEPT,
-        watch_accept: ACCEPT,
-        decode: |raw| Ok(PodDisruptionBudgetPb::decode(raw)?.into()),
-    }
+    Wire::new(ACCEPT, ACCEPT, |raw| {
+        Ok(PodDisruptionBudgetPb::decode(raw)?.into())
+    })
 }
 
 #[derive(Clone, PartialEq, Message)]

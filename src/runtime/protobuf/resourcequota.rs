@@ -16,11 +16,9 @@ use super::{ACCEPT, ObjectMetaPb, ProtobufBody, QuantityEntry, Wire, envelope, o
 
 /// ResourceQuotas in protobuf.
 pub fn wire() -> Wire<ResourceQuota> {
-    Wire {
-        list_accept: ACCEPT,
-        watch_accept: ACCEPT,
-        decode: |raw| Ok(ResourceQuotaPb::decode(raw)?.into()),
-    }
+    Wire::new(ACCEPT, ACCEPT, |raw| {
+        Ok(ResourceQuotaPb::decode(raw)?.into())
+    })
 }
 
 #[derive(Clone, PartialEq, Message)]
