@@ -12,7 +12,7 @@ use crate::lock::lock;
 use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 /// The set never shrinks below this many entries' worth of prune threshold.
 const MIN_PRUNE_AT: usize = 1024;
@@ -64,9 +64,37 @@ impl<T: ?Sized + Hash + Eq> Interner<T> {
 
 static STRINGS: Interner<str> = Interner::new();
 
+/// Texts nearly every pod holds: condition types and statuses, phases, QoS classes and the
+/// usual resource names. Several of them come in every pod event, and a fixed table answers
+/// them without the set's lock or a probe of its (mostly uncached) memory.
+const WELL_KNOWN: [&str; 17] = [
+    "True",
+    "False",
+    "Unknown",
+    "Ready",
+    "DisruptionTarget",
+    "PodResizePending",
+    "Pending",
+    "Running",
+    "Succeeded",
+    "Failed",
+    "Guaranteed",
+    "Burstable",
+    "BestEffort",
+    "cpu",
+    "memory",
+    "ephemeral-storage",
+    "pods",
+];
+
 /// The shared copy of `s`.
 pub fn intern(s: &str) -> Arc<str> {
-    STRINGS.intern(s)
+    static TABLE: LazyLock<[Arc<str>; WELL_KNOWN.len()]> =
+        LazyLock::new(|| WELL_KNOWN.map(Arc::from));
+    match WELL_KNOWN.iter().position(|known| *known == s) {
+        Some(i) => TABLE[i].clone(),
+        None => STRINGS.intern(s),
+    }
 }
 
 #[cfg(test)]
@@ -79,6 +107,16 @@ mod tests {
         let b = intern(&String::from("interned-test-cpu"));
         assert!(Arc::ptr_eq(&a, &b));
         assert!(!Arc::ptr_eq(&a, &intern("interned-test-memory")));
+    }
+
+    #[test]
+    fn well_known_strings_are_shared_too() {
+        for text in WELL_KNOWN {
+            let a = intern(text);
+            assert!(Arc::ptr_eq(&a, &intern(&String::from(text))), "{text}");
+            assert_eq!(&*a, text);
+        }
+        assert!(!Arc::ptr_eq(&intern("True"), &intern("False")));
     }
 
     #[test]
