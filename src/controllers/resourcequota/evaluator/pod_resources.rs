@@ -268,17 +268,29 @@ impl<'p> ParsedPod<'p> {
             .any(|l| l.keys().any(|k| is_supported_pod_level_resource(k)))
     }
 
+    /// Whether every source picks each container's spec (see [`ParsedPod::pick`]): no resize
+    /// is infeasible and no status holds the resources `unset` asks about, as before any
+    /// resize. The status sums then equal the spec's, and the larger of equal sums is the
+    /// first (ties keep the first's format), so the spec's sum alone is the answer.
+    fn spec_alone(&self, unset: impl Fn(&ParsedStatus<'p>) -> bool) -> bool {
+        !self.resize_infeasible && self.statuses.iter().all(unset)
+    }
+
     /// `resourcehelper.PodRequests` with UseStatusResources (InPlacePodVerticalScaling,
     /// GA) and pod-level resources (PodLevelResources, beta on); the alpha
     /// InPlacePodLevelResourcesVerticalScaling and DRA node-allocatable options are off.
     pub(super) fn requests(&self, problems: &mut Vec<String>) -> ResourceList {
         let spec = self.aggregate(Source::SpecRequests, problems);
-        let allocated = self.aggregate(Source::AllocatedRequests, problems);
-        let actuated = self.aggregate(Source::ActuatedRequests, problems);
-        let mut requests = if self.resize_infeasible {
-            max_of(actuated, &[&allocated])
+        let mut requests = if self.spec_alone(|s| s.allocated.is_none() && s.requests.is_none()) {
+            spec
         } else {
-            max_of(spec, &[&actuated, &allocated])
+            let allocated = self.aggregate(Source::AllocatedRequests, problems);
+            let actuated = self.aggregate(Source::ActuatedRequests, problems);
+            if self.resize_infeasible {
+                max_of(actuated, &[&allocated])
+            } else {
+                max_of(spec, &[&actuated, &allocated])
+            }
         };
         if self.pod_level_requests_set() {
             for (name, quantity) in self.pod_requests.iter().flatten() {
@@ -295,12 +307,16 @@ impl<'p> ParsedPod<'p> {
 
     /// `resourcehelper.PodLimits` with the same options as [`ParsedPod::requests`].
     pub(super) fn limits(&self, problems: &mut Vec<String>) -> ResourceList {
-        let actuated = self.aggregate(Source::ActuatedLimits, problems);
-        let mut limits = if self.resize_infeasible {
-            actuated
+        let mut limits = if self.spec_alone(|s| s.limits.is_none()) {
+            self.aggregate(Source::SpecLimits, problems)
         } else {
-            let spec = self.aggregate(Source::SpecLimits, problems);
-            max_of(spec, &[&actuated])
+            let actuated = self.aggregate(Source::ActuatedLimits, problems);
+            if self.resize_infeasible {
+                actuated
+            } else {
+                let spec = self.aggregate(Source::SpecLimits, problems);
+                max_of(spec, &[&actuated])
+            }
         };
         if self.pod_level_resources_set() {
             for (name, quantity) in self.pod_limits.iter().flatten() {

@@ -718,6 +718,98 @@ mod tests {
         }
     }
 
+    /// A pod whose statuses report no resources is charged its spec's sums alone; the same pod
+    /// with statuses reporting exactly its spec's resources takes the whole computation (the
+    /// larger of spec, actuated and allocated) and must be charged the same, formats included.
+    #[test]
+    fn statuses_reporting_the_spec_charge_as_the_spec() {
+        let regular = [
+            (
+                "web",
+                json!({"cpu": "250m", "memory": "256Mi"}),
+                json!({"memory": "512Mi"}),
+            ),
+            (
+                "log",
+                json!({"cpu": "100m", "memory": "64Mi"}),
+                json!({"cpu": "1", "memory": "128Mi"}),
+            ),
+        ];
+        // An init container, then a sidecar (restartable).
+        let init = [
+            (
+                "setup",
+                json!({"cpu": "2", "memory": "512Mi"}),
+                json!({"cpu": "2"}),
+            ),
+            (
+                "proxy",
+                json!({"cpu": "50m"}),
+                json!({"cpu": "100m", "memory": "32Mi"}),
+            ),
+        ];
+        let containers = |list: &[(&str, Value, Value)]| -> Vec<Value> {
+            list.iter()
+                .map(|(name, requests, limits)| container(name, requests.clone(), limits.clone()))
+                .collect()
+        };
+        let mut init_containers = containers(&init);
+        init_containers[1]["restartPolicy"] = json!("Always");
+        let spec = json!({
+            "containers": containers(&regular),
+            "initContainers": init_containers,
+            "overhead": {"cpu": "10m", "memory": "16Mi"},
+        });
+        let mirrored = |list: &[(&str, Value, Value)]| -> Vec<Value> {
+            list.iter()
+                .map(|(name, requests, limits)| {
+                    status(
+                        name,
+                        json!({"requests": requests, "limits": limits}),
+                        requests.clone(),
+                    )
+                })
+                .collect()
+        };
+        let unreported = |list: &[(&str, Value, Value)]| -> Vec<Value> {
+            list.iter()
+                .map(|(name, _, _)| status(name, json!(null), json!(null)))
+                .collect()
+        };
+        let with = |statuses: Vec<Value>, init_statuses: Vec<Value>| -> Pod {
+            from(json!({
+                "metadata": {"name": "p", "namespace": "ns"},
+                "spec": spec,
+                "status": {"phase": "Running", "containerStatuses": statuses,
+                    "initContainerStatuses": init_statuses},
+            }))
+        };
+        let by_spec = pod_usage(
+            &with(unreported(&regular), unreported(&init)),
+            &now(),
+            QuotaGates::default(),
+        );
+        let by_status = pod_usage(
+            &with(mirrored(&regular), mirrored(&init)),
+            &now(),
+            QuotaGates::default(),
+        );
+        assert!(by_spec.problems.is_empty(), "{:?}", by_spec.problems);
+        assert_eq!(strings(&by_spec.list), strings(&by_status.list));
+        // The init container's 2 CPU and 512Mi outweigh the rest; the overhead is added, and
+        // raises the limits that are set.
+        let charged = strings(&by_spec.list);
+        assert_eq!(
+            [
+                &charged["requests.cpu"],
+                &charged["requests.memory"],
+                &charged["limits.cpu"],
+                &charged["limits.memory"]
+            ],
+            ["2010m", "528Mi", "2010m", "688Mi"]
+        );
+    }
+
     #[test]
     fn pod_evaluator_usage_resource_resize() {
         let with_status = |req: Value, lim: Value, status_requests: Value| {
