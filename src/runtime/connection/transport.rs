@@ -45,11 +45,11 @@ pub const READ_BUFFER_LIMIT: usize = 16 * 1024;
 
 /// How much of a connection's socket one read takes: one TLS record (16 KiB of data and its
 /// header).
-pub const SOCKET_BUFFER: usize = 16 * 1024 + 64;
+const SOCKET_BUFFER: usize = 16 * 1024 + 64;
 
 /// A TCP connection read through a buffer (see the module's comment); writes go straight
 /// to the socket.
-pub struct BufferedTcp(BufReader<TcpStream>);
+struct BufferedTcp(BufReader<TcpStream>);
 
 impl BufferedTcp {
     fn new(io: TokioIo<TcpStream>) -> TokioIo<Self> {
