@@ -15,6 +15,7 @@ pub mod controller;
 pub mod leader;
 pub mod memory;
 pub mod metrics;
+pub mod pacing;
 pub mod protobuf;
 pub mod queue;
 pub mod rbac;
