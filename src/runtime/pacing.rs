@@ -5,54 +5,82 @@
 //! the socket and so sends an ACK) cost more of its CPU than the event it brought
 //! (benches/README.md, "History").
 //!
-//! So, once the thread was woken soon after it parked (arrivals are dense), it sleeps
-//! [`NAP`] before it parks again, and then takes in one go whatever arrived meanwhile. After
-//! a longer park (a quiet cluster, the steady state) it parks at once: an isolated change is
-//! handled the moment it arrives, and only what arrives while kcm is busy anyway waits, for
-//! at most [`NAP`].
+//! So, while the thread is woken more than [`BUSY`] times in [`WINDOW`], it sleeps [`NAP`]
+//! before it parks, and then takes in one go whatever arrived meanwhile. It stops once the
+//! wake-ups fall below [`CALM`] in [`WINDOW`] (napping itself caps them at one per nap, hence
+//! the lower bar). Below that rate (a quiet cluster, a steady churn of ten changes a second)
+//! it parks at once, and every change is handled the moment it arrives: only what arrives in
+//! a burst, while kcm is busy anyway, waits, for at most [`NAP`].
 //!
 //! Hand-written: tokio's runtime offers the park hooks, not a policy.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::lock::lock;
 
-/// How long the thread sleeps before parking when arrivals are dense. Short against the
-/// lags operators see (a PDB's or quota's status tens of milliseconds after a change).
+/// How long the thread sleeps before parking in a burst.
 pub const NAP: Duration = Duration::from_millis(5);
 
-/// A park that ended sooner than this after it began means arrivals are dense.
-pub const DENSE: Duration = Duration::from_millis(5);
+/// The window wake-ups are counted over.
+pub const WINDOW: Duration = Duration::from_millis(100);
 
-/// When the runtime's thread last parked, and how long its last park lasted.
-#[derive(Default)]
+/// Wake-ups within [`WINDOW`] from which the thread naps: 200 a second.
+pub const BUSY: usize = 20;
+
+/// Wake-ups within [`WINDOW`] below which it stops napping: 80 a second.
+pub const CALM: usize = 8;
+
+/// The runtime thread's latest wake-ups, and whether it naps.
 pub struct Pacing {
     state: Mutex<State>,
 }
 
-#[derive(Default)]
 struct State {
-    parked_at: Option<Instant>,
-    last_park: Option<Duration>,
+    /// The last [`BUSY`] wake-ups, oldest first.
+    wakes: VecDeque<Instant>,
+    napping: bool,
+}
+
+impl Default for Pacing {
+    fn default() -> Self {
+        Self {
+            state: Mutex::new(State {
+                wakes: VecDeque::with_capacity(BUSY),
+                napping: false,
+            }),
+        }
+    }
+}
+
+impl State {
+    /// Whether the `count`th latest wake-up came less than [`WINDOW`] before `now`.
+    fn woken_within_window(&self, count: usize, now: Instant) -> bool {
+        self.wakes
+            .len()
+            .checked_sub(count)
+            .and_then(|i| self.wakes.get(i))
+            .is_some_and(|wake| now.saturating_duration_since(*wake) < WINDOW)
+    }
 }
 
 impl Pacing {
     /// The thread is about to park at `now`: how long it should sleep first, if at all.
     pub fn before_park(&self, now: Instant) -> Option<Duration> {
         let mut state = lock(&self.state);
-        let nap = state.last_park.filter(|park| *park < DENSE).map(|_| NAP);
-        state.parked_at = Some(now + nap.unwrap_or_default());
-        nap
+        let bar = if state.napping { CALM } else { BUSY };
+        state.napping = state.woken_within_window(bar, now);
+        state.napping.then_some(NAP)
     }
 
     /// The thread was woken at `now`.
     pub fn after_unpark(&self, now: Instant) {
         let mut state = lock(&self.state);
-        state.last_park = state
-            .parked_at
-            .take()
-            .map(|parked| now.saturating_duration_since(parked));
+        if state.wakes.len() == BUSY {
+            state.wakes.pop_front();
+        }
+        state.wakes.push_back(now);
     }
 
     /// Installs the policy on a runtime being built: the thread sleeps in the park hook.
@@ -75,43 +103,59 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
-    #[test]
-    fn the_first_park_and_any_after_a_long_one_come_at_once() {
-        let pacing = Pacing::default();
-        let start = Instant::now();
-        assert_eq!(pacing.before_park(start), None);
-        pacing.after_unpark(start + 200 * MS);
-        assert_eq!(pacing.before_park(start + 201 * MS), None);
-        pacing.after_unpark(start + 201 * MS + DENSE);
-        assert_eq!(
-            pacing.before_park(start + 300 * MS),
-            None,
-            "exactly DENSE is quiet"
-        );
+    /// Wakes the thread `count` times, `gap` apart from `start`, each followed by a park;
+    /// returns when the last park came and what it decided.
+    fn wake(
+        pacing: &Pacing,
+        start: Instant,
+        count: u32,
+        gap: Duration,
+    ) -> (Instant, Option<Duration>) {
+        let mut decided = None;
+        let mut at = start;
+        for i in 0..count {
+            at = start + gap * i;
+            pacing.after_unpark(at);
+            decided = pacing.before_park(at);
+        }
+        (at, decided)
     }
 
     #[test]
-    fn a_park_cut_short_by_an_arrival_naps_before_the_next() {
+    fn a_steady_stream_of_wake_ups_parks_at_once() {
         let pacing = Pacing::default();
         let start = Instant::now();
-        assert_eq!(pacing.before_park(start), None);
-        pacing.after_unpark(start + MS);
-        let napped = start + 2 * MS;
-        assert_eq!(pacing.before_park(napped), Some(NAP));
-        // The park after the nap began when the nap ended: arrivals during the nap wake it
-        // at once, and the stream is still dense.
-        pacing.after_unpark(napped + NAP);
-        assert_eq!(pacing.before_park(napped + NAP + MS), Some(NAP));
-        // Nothing arrived for a while after the next nap: quiet again.
-        pacing.after_unpark(napped + NAP + MS + NAP + 50 * MS);
-        assert_eq!(pacing.before_park(napped + 100 * MS), None);
+        assert_eq!(pacing.before_park(start), None, "the first park");
+        // 190 a second, for a second: never BUSY wake-ups within the window.
+        let gap = Duration::from_micros(5_300);
+        for i in 0..190 {
+            pacing.after_unpark(start + gap * i);
+            assert_eq!(pacing.before_park(start + gap * i), None, "wake-up {i}");
+        }
     }
 
     #[test]
-    fn an_unpark_without_a_park_changes_nothing() {
+    fn a_burst_naps_once_busy_and_until_calm() {
         let pacing = Pacing::default();
         let start = Instant::now();
-        pacing.after_unpark(start);
-        assert_eq!(pacing.before_park(start + MS), None);
+        // 400 a second: the BUSY-th wake-up, 47.5 ms after the first, starts the naps.
+        let gap = Duration::from_micros(2_500);
+        let (at, decided) = wake(&pacing, start, BUSY as u32 - 1, gap);
+        assert_eq!(decided, None);
+        let (at, decided) = wake(&pacing, at + gap, 1, gap);
+        assert_eq!(decided, Some(NAP));
+        // Napping, one wake-up every 6 ms (167 a second) keeps it napping...
+        let (at, decided) = wake(&pacing, at + 6 * MS, 30, 6 * MS);
+        assert_eq!(decided, Some(NAP));
+        // ...and so do CALM wake-ups within the window: 12.4 ms apart (81 a second).
+        let gap = Duration::from_micros(12_400);
+        let (at, decided) = wake(&pacing, at + gap, 10, gap);
+        assert_eq!(decided, Some(NAP));
+        // Fewer stop it: 20 ms apart (50 a second).
+        let (at, decided) = wake(&pacing, at + 20 * MS, CALM as u32, 20 * MS);
+        assert_eq!(decided, None);
+        // Stopped, it takes BUSY wake-ups within the window again to start.
+        let (_, decided) = wake(&pacing, at + 6 * MS, CALM as u32 + 1, 6 * MS);
+        assert_eq!(decided, None);
     }
 }
