@@ -1,11 +1,11 @@
 //! Wake-up coalescing for the runtime's one thread. In a burst (a churn replacing thousands
 //! of pods: several hundred watch events a second, each in its own TLS record, plus the
 //! answers and echoes of status writes), kcm woke once for nearly every arrival, and on the
-//! benchmark's VM a wake-up (the kernel's switch, `epoll_wait`, a socket read that drains
-//! the socket and so sends an ACK) cost more of its CPU than the event it brought
+//! benchmark's VM the wake-ups (the kernel's switch, `epoll_wait`, a socket read that drains
+//! the socket and so sends an ACK) cost about as much of its CPU as decoding the events
 //! (benches/README.md, "History").
 //!
-//! So, while the thread is woken more than [`BUSY`] times in [`WINDOW`], it sleeps [`NAP`]
+//! So, while the thread is woken [`BUSY`] times or more in [`WINDOW`], it sleeps [`NAP`]
 //! before it parks, and then takes in one go whatever arrived meanwhile. It stops once the
 //! wake-ups fall below [`CALM`] in [`WINDOW`] (napping itself caps them at one per nap, hence
 //! the lower bar). Below that rate (a quiet cluster, a steady churn of ten changes a second)
