@@ -23,14 +23,16 @@ use crate::lock::lock;
 /// How long the thread sleeps before parking in a burst.
 pub const NAP: Duration = Duration::from_millis(5);
 
-/// The window wake-ups are counted over.
-pub const WINDOW: Duration = Duration::from_millis(100);
+/// The window wake-ups are counted over: longer than the cluster of wake-ups one change
+/// brings (the event, the writes it causes, their answers and echoes), so that a steady
+/// churn's clusters do not look like a burst, and a burst's short lulls do not end it.
+pub const WINDOW: Duration = Duration::from_millis(250);
 
-/// Wake-ups within [`WINDOW`] from which the thread naps: 200 a second.
-pub const BUSY: usize = 20;
+/// Wake-ups within [`WINDOW`] from which the thread naps: 120 a second.
+pub const BUSY: usize = 30;
 
-/// Wake-ups within [`WINDOW`] below which it stops napping: 80 a second.
-pub const CALM: usize = 8;
+/// Wake-ups within [`WINDOW`] below which it stops napping: 60 a second.
+pub const CALM: usize = 15;
 
 /// The runtime thread's latest wake-ups, and whether it naps.
 pub struct Pacing {
@@ -126,9 +128,9 @@ mod tests {
         let pacing = Pacing::default();
         let start = Instant::now();
         assert_eq!(pacing.before_park(start), None, "the first park");
-        // 190 a second, for a second: never BUSY wake-ups within the window.
-        let gap = Duration::from_micros(5_300);
-        for i in 0..190 {
+        // 110 a second, for a second: never BUSY wake-ups within the window.
+        let gap = Duration::from_micros(9_100);
+        for i in 0..110 {
             pacing.after_unpark(start + gap * i);
             assert_eq!(pacing.before_park(start + gap * i), None, "wake-up {i}");
         }
@@ -138,7 +140,7 @@ mod tests {
     fn a_burst_naps_once_busy_and_until_calm() {
         let pacing = Pacing::default();
         let start = Instant::now();
-        // 400 a second: the BUSY-th wake-up, 47.5 ms after the first, starts the naps.
+        // 400 a second: the BUSY-th wake-up, 72.5 ms after the first, starts the naps.
         let gap = Duration::from_micros(2_500);
         let (at, decided) = wake(&pacing, start, BUSY as u32 - 1, gap);
         assert_eq!(decided, None);
@@ -147,12 +149,12 @@ mod tests {
         // Napping, one wake-up every 6 ms (167 a second) keeps it napping...
         let (at, decided) = wake(&pacing, at + 6 * MS, 30, 6 * MS);
         assert_eq!(decided, Some(NAP));
-        // ...and so do CALM wake-ups within the window: 12.4 ms apart (81 a second).
-        let gap = Duration::from_micros(12_400);
-        let (at, decided) = wake(&pacing, at + gap, 10, gap);
+        // ...and so do CALM wake-ups within the window: 16.5 ms apart (61 a second).
+        let gap = Duration::from_micros(16_500);
+        let (at, decided) = wake(&pacing, at + gap, 20, gap);
         assert_eq!(decided, Some(NAP));
-        // Fewer stop it: 20 ms apart (50 a second).
-        let (at, decided) = wake(&pacing, at + 20 * MS, CALM as u32, 20 * MS);
+        // Fewer stop it: 25 ms apart (40 a second).
+        let (at, decided) = wake(&pacing, at + 25 * MS, CALM as u32, 25 * MS);
         assert_eq!(decided, None);
         // Stopped, it takes BUSY wake-ups within the window again to start.
         let (_, decided) = wake(&pacing, at + 6 * MS, CALM as u32 + 1, 6 * MS);
