@@ -20,8 +20,10 @@ use std::time::{Duration, Instant};
 
 use crate::lock::lock;
 
-/// How long the thread sleeps before parking in a burst.
-pub const NAP: Duration = Duration::from_millis(5);
+/// How long the thread sleeps before parking in a burst: a churn's few hundred events a
+/// second then arrive three or four to a wake-up (two at 5 ms, on the slower VM of
+/// benches/README.md's run 22, where the wake-ups still cost a tenth of the churn).
+pub const NAP: Duration = Duration::from_millis(10);
 
 /// The window wake-ups are counted over: longer than the cluster of wake-ups one change
 /// brings (the event, the writes it causes, their answers and echoes), so that a steady
@@ -31,8 +33,9 @@ pub const WINDOW: Duration = Duration::from_millis(250);
 /// Wake-ups within [`WINDOW`] from which the thread naps: 120 a second.
 pub const BUSY: usize = 30;
 
-/// Wake-ups within [`WINDOW`] below which it stops napping: 60 a second.
-pub const CALM: usize = 15;
+/// Wake-ups within [`WINDOW`] below which it stops napping: 40 a second, half of what a
+/// thread napping [`NAP`] and working 2 ms between naps can reach.
+pub const CALM: usize = 10;
 
 /// The runtime thread's latest wake-ups, and whether it naps.
 pub struct Pacing {
@@ -146,15 +149,14 @@ mod tests {
         assert_eq!(decided, None);
         let (at, decided) = wake(&pacing, at + gap, 1, gap);
         assert_eq!(decided, Some(NAP));
-        // Napping, one wake-up every 6 ms (167 a second) keeps it napping...
-        let (at, decided) = wake(&pacing, at + 6 * MS, 30, 6 * MS);
+        // Napping, one wake-up every 12 ms (83 a second) keeps it napping...
+        let (at, decided) = wake(&pacing, at + 12 * MS, 30, 12 * MS);
         assert_eq!(decided, Some(NAP));
-        // ...and so do CALM wake-ups within the window: 16.5 ms apart (61 a second).
-        let gap = Duration::from_micros(16_500);
-        let (at, decided) = wake(&pacing, at + gap, 20, gap);
+        // ...and so do CALM wake-ups within the window: 24 ms apart (42 a second).
+        let (at, decided) = wake(&pacing, at + 24 * MS, 20, 24 * MS);
         assert_eq!(decided, Some(NAP));
-        // Fewer stop it: 25 ms apart (40 a second).
-        let (at, decided) = wake(&pacing, at + 25 * MS, CALM as u32, 25 * MS);
+        // Fewer stop it: 30 ms apart (33 a second).
+        let (at, decided) = wake(&pacing, at + 30 * MS, CALM as u32, 30 * MS);
         assert_eq!(decided, None);
         // Stopped, it takes BUSY wake-ups within the window again to start.
         let (_, decided) = wake(&pacing, at + 6 * MS, CALM as u32 + 1, 6 * MS);
