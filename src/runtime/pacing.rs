@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use crate::lock::lock;
 
-/// How long the thread sleeps before parking in a burst: a churn's few hundred events a
-/// second then arrive three or four to a wake-up (two at 5 ms, on the slower VM of
-/// benches/README.md's run 22, where the wake-ups still cost a tenth of the churn).
+/// How long the thread sleeps before parking in a burst: long enough that a churn's few
+/// hundred events a second arrive several to a wake-up, short beside the 250 ms beat that
+/// throttled writes already wait for.
 pub const NAP: Duration = Duration::from_millis(10);
 
 /// The window wake-ups are counted over: longer than the cluster of wake-ups one change
