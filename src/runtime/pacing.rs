@@ -33,9 +33,14 @@ pub const WINDOW: Duration = Duration::from_millis(250);
 /// Wake-ups within [`WINDOW`] from which the thread naps: 120 a second.
 pub const BUSY: usize = 30;
 
-/// Wake-ups within [`WINDOW`] below which it stops napping: 40 a second, half of what a
-/// thread napping [`NAP`] and working 2 ms between naps can reach.
-pub const CALM: usize = 10;
+/// What the thread is taken to work between two naps in a burst.
+const WORK_BETWEEN_NAPS: Duration = Duration::from_millis(2);
+
+/// Wake-ups within [`WINDOW`] below which it stops napping: half of what a thread napping
+/// [`NAP`] and working [`WORK_BETWEEN_NAPS`] between naps can reach (10, 40 a second), so
+/// the naps themselves never end a burst's napping.
+pub const CALM: usize =
+    (WINDOW.as_millis() / (NAP.as_millis() + WORK_BETWEEN_NAPS.as_millis()) / 2) as usize;
 
 /// The runtime thread's latest wake-ups, and whether it naps.
 pub struct Pacing {
